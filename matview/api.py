@@ -1,0 +1,313 @@
+"""The Python API: `connect`, `install`, and the `Connection` that keeps views maintained.
+
+A `Connection` wraps an apsw connection. It folds pending deltas into the views inside
+its own write transactions, just before they commit — SQLite has no pre-commit hook
+that may write, so the wrapper does it: on `with conn:` exit, on COMMIT / END / RELEASE
+issued as SQL, and around writes issued in autocommit mode. Views in *deferred* mode
+skip that fold: they fold on `flush()`, when their pending log passes `pending_limit`,
+or before a read issued through this connection. Reads are exact either way, because
+the virtual table merges whatever is pending.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import apsw
+
+from matview import catalog, lifecycle
+from matview.errors import Error
+from matview.fold import fold_pending_deltas, pending_count
+from matview.names import quote, view_table
+from matview.registry import Registry, View
+from matview_ext import statements
+from matview_ext.vtable import Module
+
+_WRITES = {"INSERT", "UPDATE", "DELETE", "REPLACE"}
+_FOLD_BEFORE = {"COMMIT", "END", "RELEASE"}
+_savepoints = itertools.count()
+
+
+class Rows:
+    """Rows a wrapped write returned (RETURNING), with apsw's cursor surface."""
+
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self._rows = rows
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self._rows)
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return list(self._rows)
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows[0] if self._rows else None
+
+
+class Connection:
+    """An apsw connection with materialized views maintained. Use `matview.connect`."""
+
+    def __init__(self, connection: apsw.Connection, *, pending_limit: int = 10_000) -> None:
+        self.apsw = connection
+        self.pending_limit = pending_limit
+        self.registry = Registry(connection)
+        self._depth: list[str | None] = []  # open `with` blocks: None = BEGIN, else a savepoint
+        self._total_changes = connection.total_changes()
+        connection.create_module("matview", Module(connection, self.registry))
+        connection.set_rollback_hook(self.registry.invalidate)
+        catalog.check_version(connection)
+
+    # -- statements -------------------------------------------------------------------
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
+        """Run SQL (apsw style: returns an iterable cursor of row tuples)."""
+        self._catch_up()
+        special = statements.parse_materialized(sql)
+        if special is not None:
+            self._run_materialized(special)
+            return Rows([])
+        word = statements.first_word(sql)
+        if word == "CREATE" and (index := statements.parse_create_index(sql)) is not None:
+            if self.registry.get(index.table) is not None:
+                return self._create_index_on_view(index)
+        if word in ("DROP", "ALTER"):
+            self._refuse_base_ddl(sql)
+        if word in _FOLD_BEFORE and not self.apsw.get_autocommit():
+            self._fold(commit=True)
+        elif word in _WRITES and self.apsw.get_autocommit() and self.registry.sync():
+            return self._autocommit_write(sql, params)
+        elif word in ("SELECT", "WITH") and self.apsw.get_autocommit():
+            self._fold_deferred_before_read(sql)
+        cursor = self.apsw.execute(sql, params)
+        return cursor
+
+    def executemany(self, sql: str, sequence: Iterable[Sequence[Any]]) -> Any:
+        self._catch_up()
+        word = statements.first_word(sql)
+        if word in _WRITES and self.apsw.get_autocommit() and self.registry.sync():
+            with self:
+                return self.apsw.executemany(sql, sequence)
+        return self.apsw.executemany(sql, sequence)
+
+    def _autocommit_write(self, sql: str, params: Any) -> Rows:
+        """One write in autocommit mode: the write and its fold commit together."""
+        with self:
+            rows = self.apsw.execute(sql, params).fetchall()
+        return Rows(rows)
+
+    def _run_materialized(self, statement: Any) -> None:
+        with self:
+            if isinstance(statement, statements.CreateView):
+                unknown = set(statement.options) - {"maintenance"}
+                if unknown:
+                    raise Error(f"unknown view option(s): {', '.join(sorted(unknown))}")
+                lifecycle.create_view(
+                    self.apsw, self.registry, statement.name, statement.select,
+                    statement.options.get("maintenance", "immediate"), statement.if_not_exists,
+                )
+            elif isinstance(statement, statements.DropView):
+                lifecycle.drop_view(self.apsw, self.registry, statement.name, statement.if_exists)
+            else:
+                self._fold(commit=False)
+                lifecycle.refresh_view(self.apsw, self.registry, statement.name)
+
+    def _create_index_on_view(self, index: statements.CreateIndex) -> Rows:
+        view = self.registry.get(index.table)
+        assert view is not None
+        unique = "UNIQUE " if index.unique else ""
+        guard = "IF NOT EXISTS " if index.if_not_exists else ""
+        self.execute(
+            f"CREATE {unique}INDEX {guard}main.{quote(index.index)} ON {quote(view_table(view.name))} {index.rest}"
+        )
+        return Rows([])
+
+    def _refuse_base_ddl(self, sql: str) -> None:
+        target = statements.table_ddl_target(sql)
+        if target is None:
+            return
+        if self.registry.get(target) is not None:
+            raise Error(f"{target} is a materialized view: use DROP MATERIALIZED VIEW")
+        dependents = self.registry.views_on(target)
+        if dependents:
+            raise Error(
+                f"table {target} is used by materialized view(s) {', '.join(v.name for v in dependents)}: "
+                "DROP MATERIALIZED VIEW them first"
+            )
+
+    # -- folding ----------------------------------------------------------------------
+    def _views_to_fold(self, commit: bool) -> list[View]:
+        views = list(self.registry.sync().values())
+        if not commit:
+            return views
+        chosen = []
+        for view in views:
+            if view.entry.maintenance == "immediate" or pending_count(self.apsw, view) > self.pending_limit:
+                chosen.append(view)
+        return chosen
+
+    def _fold(self, commit: bool) -> None:
+        """Fold inside the open transaction: before commit (immediate views, and deferred
+        ones past their limit), or everything (flush)."""
+        views = self._views_to_fold(commit)
+        if not views:
+            return
+        last_rowid = self.apsw.last_insert_rowid()
+        fold_pending_deltas(self.apsw, self.registry, views)
+        self.apsw.set_last_insert_rowid(last_rowid)
+
+    def _catch_up(self) -> None:
+        """Fold, in a transaction of their own, writes committed in autocommit mode that
+        bypassed the wrapper (multi-statement scripts, the underlying apsw connection)."""
+        changes = self.apsw.total_changes()
+        if changes != self._total_changes and self.apsw.get_autocommit() and not self._depth:
+            if self.registry.sync():
+                with self:
+                    pass
+            self._total_changes = self.apsw.total_changes()
+
+    def _fold_deferred_before_read(self, sql: str) -> None:
+        lowered = sql.lower()
+        views = self.registry.sync()
+        wanted = [v for k, v in views.items() if v.entry.maintenance == "deferred" and k in lowered]
+        if wanted and any(pending_count(self.apsw, v) for v in wanted):
+            with self:
+                last_rowid = self.apsw.last_insert_rowid()
+                fold_pending_deltas(self.apsw, self.registry, wanted)
+                self.apsw.set_last_insert_rowid(last_rowid)
+
+    def flush(self) -> None:
+        """Fold every pending delta of every view now (deferred views included)."""
+        if self.apsw.get_autocommit():
+            with self:
+                self._fold(commit=False)
+        else:
+            self._fold(commit=False)
+
+    # -- transactions -----------------------------------------------------------------
+    def __enter__(self) -> Connection:
+        if self.apsw.get_autocommit():
+            self.apsw.execute("BEGIN")
+            self._depth.append(None)
+        else:
+            name = quote(f"__dbsp_with_{next(_savepoints)}")
+            self.apsw.execute(f"SAVEPOINT {name}")
+            self._depth.append(name)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        name = self._depth.pop()
+        if name is not None:
+            if exc_type is not None:
+                self.apsw.execute(f"ROLLBACK TO {name}")
+            self.apsw.execute(f"RELEASE {name}")
+            return
+        if exc_type is not None:
+            if not self.apsw.get_autocommit():
+                self.apsw.execute("ROLLBACK")
+            return
+        try:
+            self._fold(commit=True)
+            self.apsw.execute("COMMIT")
+        except BaseException:
+            if not self.apsw.get_autocommit():
+                self.apsw.execute("ROLLBACK")
+            raise
+        finally:
+            self._total_changes = self.apsw.total_changes()
+
+    # -- passthrough and introspection ------------------------------------------------
+    def last_insert_rowid(self) -> int:
+        return self.apsw.last_insert_rowid()
+
+    def changes(self) -> int:
+        return self.apsw.changes()
+
+    def create_scalar_function(
+        self, name: str, function: Callable[..., Any], numargs: int = -1, *, deterministic: bool = False
+    ) -> None:
+        """Register a SQL function here and on the isolated evaluator (deterministic=True
+        to use it in a view)."""
+        self.apsw.create_scalar_function(name, function, numargs, deterministic=deterministic)
+        self.registry.evaluator.register_function(name, function, numargs, deterministic)
+
+    def views(self) -> list[ViewInfo]:
+        """The materialized views of this database."""
+        return [ViewInfo(self, v) for v in self.registry.sync().values()]
+
+    def view(self, name: str) -> ViewInfo:
+        found = self.registry.get(name)
+        if found is None:
+            raise Error(f"no such materialized view: {name}")
+        return ViewInfo(self, found)
+
+    def close(self) -> None:
+        if self.apsw.get_autocommit():
+            self._catch_up()
+        self.apsw.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.apsw, name)
+
+
+class ViewInfo:
+    """A handle on one materialized view."""
+
+    def __init__(self, connection: Connection, view: View) -> None:
+        self._connection, self._view = connection, view
+        self.name = view.name
+        self.sql = view.entry.sql
+        self.maintenance = view.entry.maintenance
+        self.columns = [c.name for c in view.entry.plan.columns]
+
+    def __repr__(self) -> str:
+        return f"<materialized view {self.name} ({self.maintenance}): {self.sql}>"
+
+    def pending(self) -> int:
+        """How many delta rows wait to be folded into this view."""
+        return pending_count(self._connection.apsw, self._view)
+
+    def explain(self) -> str:
+        """The compiled plan: the stage-1 SELECT SQLite runs over deltas, and the operators."""
+        plan = self._view.entry.plan
+        lines = [f"view {self.name} ({self.maintenance}) over {plan.table}: {plan.kind}",
+                 f"  stage 1: {plan.stage1}"]
+        for spec in plan.aggs:
+            lines.append(f"  aggregate {spec.sql}")
+        if plan.having:
+            lines.append(f"  having {plan.having}")
+        if plan.distinct:
+            lines.append("  distinct")
+        return "\n".join(lines)
+
+    def verify(self) -> bool:
+        """True when the view equals its SELECT re-run now (as a bag of typed rows)."""
+        from collections import Counter
+
+        def typed(rows: Iterable[tuple[Any, ...]]) -> Counter[tuple[Any, ...]]:
+            return Counter(tuple((type(v).__name__, v) for v in row) for row in rows)
+
+        conn = self._connection.apsw
+        got = typed(conn.execute(f"SELECT * FROM {quote(self.name)}"))
+        want = typed(conn.execute(self.sql))
+        return got == want
+
+
+def install(connection: apsw.Connection, **options: Any) -> Connection:
+    """Wrap an existing apsw connection so its views are maintained."""
+    return Connection(connection, **options)
+
+
+def connect(path: str, **options: Any) -> Connection:
+    """Open (or create) a SQLite file with materialized views maintained.
+
+    Options: ``pending_limit`` (deferred views fold once this many delta rows wait;
+    default 10,000), ``busy_timeout_ms`` (default 5,000)."""
+    busy = options.pop("busy_timeout_ms", 5000)
+    connection = apsw.Connection(path)
+    connection.set_busy_timeout(busy)
+    try:
+        return Connection(connection, **options)
+    except BaseException:
+        connection.close()
+        raise

@@ -1,0 +1,63 @@
+"""A view's incremental circuit: ΔV = Q^Δ(ΔI), built from its Plan by the chain rule.
+
+    ΔI ──σ/π (stage 1, run by SQLite over the delta log)──▶ [Aggregate] ──▶ [Distinct] ──▶ ΔV
+
+Stage 1 is linear (Thm 3.3: Q^Δ = Q), so SQLite evaluates the view's own WHERE and
+expressions over the delta rows, carrying each row's weight along. The same stage-1
+SELECT over the base table itself yields the initial snapshot (CREATE, REFRESH): the
+whole table as one delta from the empty state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import apsw
+
+from matview import names
+from matview.evaluator import Evaluator
+from matview.names import quote
+from matview.operators.aggregate import Aggregate
+from matview.operators.distinct import Distinct
+from matview.plan import Plan
+from matview.state import StateStore
+from matview.zset import ZSet
+
+_ROWID_ALIASES = ("rowid", "_rowid_", "oid")
+
+
+class Circuit:
+    def __init__(self, view: str, plan: Plan, evaluator: Evaluator) -> None:
+        self.view, self.plan = view, plan
+        self.aggregate = Aggregate(view, plan, evaluator) if plan.kind == "aggregate" else None
+        self.distinct = Distinct(tuple(c.collation for c in plan.columns)) if plan.distinct else None
+        user_columns = [c[0] for c in plan.base_signature]
+        lowered = {c.lower() for c in user_columns}
+        aliases = [f"{quote(names.ROWID)} AS {quote(a)}" for a in _ROWID_ALIASES if a not in lowered]
+        delta = (
+            f"(SELECT {', '.join(quote(c) for c in user_columns + [names.WEIGHT])}"
+            f"{''.join(', ' + a for a in aliases)} FROM {quote(names.delta_table(plan.table))} "
+            f"WHERE {quote(names.SEQ)} > :lo AND {quote(names.SEQ)} <= :hi)"
+        )
+        self.delta_sql = plan.stage1.format(source=delta, weight=quote(names.WEIGHT))
+        self.base_sql = plan.stage1.format(source=f"main.{quote(plan.table)}", weight="1")
+
+    def stage1_delta(self, conn: apsw.Connection, lo: int, hi: int) -> list[tuple[Any, ...]]:
+        """Stage-1 rows of the deltas with lo < seq <= hi."""
+        return conn.execute(self.delta_sql, {"lo": lo, "hi": hi}).fetchall()
+
+    def stage1_base(self, conn: apsw.Connection) -> Iterable[tuple[Any, ...]]:
+        return conn.execute(self.base_sql)
+
+    def step(self, rows: Iterable[tuple[Any, ...]], store: StateStore) -> ZSet[tuple[Any, ...]]:
+        """Push stage-1 rows (values…, weight) through the rest of the circuit; ΔV."""
+        if self.aggregate is not None:
+            delta = self.aggregate.step(list(rows), store)
+        else:
+            delta = ZSet()
+            for row in rows:
+                delta.add(row[:-1], row[-1])
+        if self.distinct is not None:
+            delta = self.distinct.step(delta, store)
+        return delta

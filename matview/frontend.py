@@ -1,0 +1,458 @@
+"""SQL front end: validate a view's SELECT with SQLite, refuse what cannot be
+maintained exactly, and compile the rest into a `Plan`.
+
+Pipeline (each step small, in the spirit of sqlglot's optimizer passes):
+  1. `probe_columns`   SQLite itself validates the SELECT and names its columns.
+  2. `refuse_unsupported`  sqlglot's AST finds joins, subqueries, set operations, …
+  3. `refuse_nondeterministic`  SQLite's function list says which calls are deterministic.
+  4. `build_plan`      the select list, WHERE, GROUP BY and HAVING are cut from the user's
+                       text (`sqltext`) into the stage-1 SELECT and post-aggregate expressions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import apsw
+import sqlglot
+from sqlglot import exp
+from sqlglot.tokens import TokenType
+
+from matview.errors import Error, UnsupportedQuery
+from matview.keys import check_collation
+from matview.names import quote
+from matview.plan import AggSpec, OutputColumn, Plan, PostColumn
+from matview.schema import TableInfo, read_table
+from matview.sqltext import (
+    AggregateCall,
+    Clauses,
+    Span,
+    Token,
+    find_aggregate_calls,
+    normalized,
+    split_clauses,
+    split_top_level,
+    splice,
+    tokenize,
+)
+
+ROWID_NAMES = ("rowid", "_rowid_", "oid")
+_DATE_FUNCTIONS = {"date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff"}
+_SQLITE_DETERMINISTIC = 0x800
+_NONDETERMINISTIC_KEYWORDS = {TokenType.CURRENT_DATE, TokenType.CURRENT_TIME, TokenType.CURRENT_TIMESTAMP}
+_AGG_FUNCS = {"string_agg": "group_concat"}
+
+
+def compile_view(conn: apsw.Connection, sql: str) -> Plan:
+    """Compile the defining SELECT of a view, or raise `Error` / `UnsupportedQuery`."""
+    sql, tokens = _one_statement(sql)
+    names, decltypes = probe_columns(conn, sql)
+    tree = _parse(sql)
+    table_node = refuse_unsupported(tree)
+    refuse_nondeterministic(conn, tokens)
+    table = read_table(conn, table_node.name)
+    alias = table_node.alias or table_node.name
+    return build_plan(conn, sql, tokens, table, alias, names, decltypes, tree)
+
+
+def _one_statement(sql: str) -> tuple[str, list[Token]]:
+    tokens = tokenize(sql)
+    while tokens and tokens[-1].kind == TokenType.SEMICOLON:
+        tokens.pop()
+    if not tokens:
+        raise Error("empty view definition")
+    if any(t.kind == TokenType.SEMICOLON for t in tokens):
+        raise Error("a view is defined by exactly one SELECT statement")
+    sql = sql[tokens[0].start : tokens[-1].end]
+    shift = tokens[0].start
+    if shift:
+        tokens = [Token(t.kind, t.text, t.start - shift, t.end - shift) for t in tokens]
+    return sql, tokens
+
+
+def probe_columns(conn: apsw.Connection, sql: str) -> tuple[list[str], list[str]]:
+    """Let SQLite validate the SELECT (its own error messages) and name its columns,
+    through a temporary view. The SELECT is wrapped in a subquery, so text that tries to
+    smuggle a second statement is a syntax error, never executed."""
+    probe = quote("__dbsp_probe")
+    try:
+        conn.execute(f"DROP VIEW IF EXISTS temp.{probe}")
+        conn.execute(f"CREATE TEMP VIEW {probe} AS SELECT * FROM (\n{sql}\n)")
+        info = conn.execute(f"PRAGMA temp.table_xinfo({probe})").fetchall()
+        conn.execute(f"SELECT * FROM temp.{probe} LIMIT 0").fetchall()
+    except apsw.SQLError as exc:
+        raise Error(f"invalid view definition: {_sqlite_message(exc)}") from None
+    finally:
+        try:
+            conn.execute(f"DROP VIEW IF EXISTS temp.{probe}")
+        except apsw.Error:
+            pass
+    return [row[1] for row in info], [row[2] or "" for row in info]
+
+
+def _sqlite_message(exc: BaseException) -> str:
+    text = str(exc)
+    return text.split(": ", 1)[1] if text.startswith("SQLError: ") else text
+
+
+def _parse(sql: str) -> exp.Expression:
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+    except sqlglot.errors.ParseError as exc:
+        raise UnsupportedQuery(f"matview cannot analyze this SELECT: {exc}") from None
+    return tree
+
+
+def refuse_unsupported(tree: exp.Expression) -> exp.Table:
+    """Refuse every construct the single-table engine cannot maintain; return the base table."""
+    if isinstance(tree, exp.SetOperation):
+        raise UnsupportedQuery(f"set operation {tree.key.upper()} (UNION/INTERSECT/EXCEPT) is not supported yet")
+    if not isinstance(tree, exp.Select):
+        raise UnsupportedQuery(f"{tree.key.upper()}: a materialized view must be defined by a SELECT")
+    if tree.args.get("with_") or tree.args.get("with"):
+        raise UnsupportedQuery("WITH (common table expressions) is not supported yet")
+    for node in tree.find_all(exp.Window):
+        raise UnsupportedQuery(f"window function {node.sql(dialect='sqlite')[:60]} is not supported yet")
+    for node in tree.find_all(exp.Subquery, exp.Exists):
+        raise UnsupportedQuery(f"subquery {node.sql(dialect='sqlite')[:60]} is not supported yet")
+    for node in tree.find_all(exp.Select):
+        if node is not tree:
+            raise UnsupportedQuery(f"subquery {node.sql(dialect='sqlite')[:60]} is not supported yet")
+    if tree.args.get("joins"):
+        raise UnsupportedQuery("JOIN (or a comma-separated FROM list) is not supported yet: one base table per view")
+    if tree.args.get("limit") or tree.args.get("offset"):
+        raise UnsupportedQuery("LIMIT/OFFSET is not supported: a view's rows have no order")
+    from_ = tree.args.get("from_") or tree.args.get("from")
+    if from_ is None:
+        raise UnsupportedQuery("a SELECT without FROM is not supported: a view needs a base table")
+    source = from_.this
+    if not isinstance(source, exp.Table) or not isinstance(source.this, exp.Identifier):
+        raise UnsupportedQuery(f"FROM {source.sql(dialect='sqlite')[:60]}: only a plain table is supported")
+    if source.db and source.db.lower() != "main":
+        raise UnsupportedQuery(f"table {source.db}.{source.name}: only tables of the main database are supported")
+    if source.args.get("hints") or source.args.get("joins") or source.args.get("laterals"):
+        raise UnsupportedQuery(f"FROM {source.sql(dialect='sqlite')}: INDEXED BY and table hints are not supported")
+    return source
+
+
+def refuse_nondeterministic(conn: apsw.Connection, tokens: list[Token]) -> None:
+    """Refuse calls whose result can change without a base-table change."""
+    deterministic: dict[str, bool] = {}
+    for name, kind, flags in conn.execute("SELECT name, type, flags FROM pragma_function_list"):
+        if kind == "s":
+            deterministic[name] = deterministic.get(name, True) and bool(flags & _SQLITE_DETERMINISTIC)
+    for index, token in enumerate(tokens):
+        if token.kind in _NONDETERMINISTIC_KEYWORDS:
+            raise UnsupportedQuery(f"{token.text.upper()} is not deterministic: a view cannot be maintained on it")
+        is_call = index + 1 < len(tokens) and tokens[index + 1].kind == TokenType.L_PAREN
+        name = token.text.lower()
+        if not is_call or token.is_quoted or name not in deterministic:
+            continue
+        if not deterministic[name]:
+            raise UnsupportedQuery(
+                f"function {token.text}() is not deterministic (register user functions with deterministic=True)"
+            )
+        if name in _DATE_FUNCTIONS:
+            close = _close_paren(tokens, index + 1)
+            inner = tokens[index + 2 : close]
+            if not inner or any(t.kind == TokenType.STRING and t.text.strip().lower() == "now" for t in inner):
+                raise UnsupportedQuery(f"{token.text}() of 'now' is not deterministic")
+
+
+def _close_paren(tokens: list[Token], open_index: int) -> int:
+    depth = 0
+    for index in range(open_index, len(tokens)):
+        if tokens[index].kind == TokenType.L_PAREN:
+            depth += 1
+        elif tokens[index].kind == TokenType.R_PAREN:
+            depth -= 1
+            if depth == 0:
+                return index
+    return len(tokens)
+
+
+@dataclass
+class _Item:
+    tokens: tuple[Token, ...]  # for analysis; a `*` expansion has tokens of its own text
+    alias: str | None
+    column: str | None  # the base column when the item is a plain column reference
+    text: str  # the expression as written (without its alias)
+
+
+class _Builder:
+    """Builds a Plan from the clauses of one SELECT over one table."""
+
+    def __init__(self, conn: apsw.Connection, sql: str, table: TableInfo, alias: str) -> None:
+        self.conn, self.sql, self.table, self.alias = conn, sql, table, alias
+        self.qualifiers = {alias.lower(), table.name.lower(), "main"}
+        self.aggs: list[AggSpec] = []
+        self.agg_keys: dict[tuple[tuple[str, str], ...], int] = {}
+        self.stage1: list[str] = []
+
+    # -- column references -------------------------------------------------------------
+    def column_of(self, tokens: tuple[Token, ...]) -> str | None:
+        """The base column a token run names, if it is exactly a (qualified) column reference."""
+        toks = list(tokens)
+        while len(toks) >= 3 and toks[1].kind == TokenType.DOT and toks[0].text.lower() in self.qualifiers:
+            toks = toks[2:]
+        if len(toks) != 1 or not toks[0].is_name:
+            return None
+        return self.resolve(toks[0].text)
+
+    def resolve(self, name: str) -> str | None:
+        column = self.table.column(name)
+        if column is not None:
+            return column.name
+        if name.lower() in ROWID_NAMES and self.table.has_rowid:
+            return self.table.ipk or "rowid"
+        return None
+
+    def collation_of(self, tokens: tuple[Token, ...]) -> str:
+        if len(tokens) >= 3 and tokens[-2].kind == TokenType.COLLATE:
+            return tokens[-1].text.upper()
+        column = self.column_of(tokens)
+        if column is not None and column != "rowid":
+            found = self.table.column(column)
+            return found.collation if found else "BINARY"
+        return "BINARY"
+
+    # -- select list -------------------------------------------------------------------
+    def items(self, clauses: Clauses, tree: exp.Select) -> list[_Item]:
+        spans = split_top_level(self.sql, clauses.select.tokens)
+        expressions = tree.expressions
+        if len(spans) != len(expressions):
+            raise UnsupportedQuery("matview cannot analyze this select list")
+        items: list[_Item] = []
+        for span, node in zip(spans, expressions):
+            toks = span.tokens
+            if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and isinstance(node.this, exp.Star)):
+                for column in self.table.columns:
+                    ref = f"{quote(self.alias)}.{quote(column.name)}"
+                    items.append(_Item(tuple(tokenize(ref)), None, column.name, ref))
+                continue
+            alias = None
+            if isinstance(node, exp.Alias):
+                alias = node.alias
+                toks = toks[:-1]
+                if toks and toks[-1].kind == TokenType.ALIAS:
+                    toks = toks[:-1]
+            items.append(_Item(toks, alias, self.column_of(toks), Span(self.sql, toks).text))
+        return items
+
+    def substitute_aliases(self, span: Span, items: list[_Item]) -> str:
+        """Replace references to select-list aliases (SQLite allows them in WHERE, GROUP BY,
+        HAVING) by the aliased expression; a real column of the same name wins."""
+        aliases = {item.alias.lower(): item for item in items if item.alias}
+        replacements = []
+        toks = span.tokens
+        for index, token in enumerate(toks):
+            if not token.is_name or token.text.lower() not in aliases or self.resolve(token.text):
+                continue
+            if index > 0 and toks[index - 1].kind == TokenType.DOT:
+                continue
+            if index + 1 < len(toks) and toks[index + 1].kind in (TokenType.DOT, TokenType.L_PAREN):
+                continue
+            replacements.append((token.start, token.end, f"({aliases[token.text.lower()].text})"))
+        if not toks:
+            return ""
+        base = toks[0].start
+        return splice(span.text, [(s - base, e - base, r) for s, e, r in replacements])
+
+    # -- aggregates --------------------------------------------------------------------
+    def aggregate(self, call: AggregateCall, sql: str) -> int:
+        """Register an aggregate call (deduplicated) and its stage-1 inputs; its index."""
+        key = normalized(
+            [Token(TokenType.VAR, call.name, 0, 0)] + [t for a in call.args for t in a.tokens], self.qualifiers
+        ) + ((("distinct", str(call.distinct)),)) + (
+            normalized(call.filter.tokens, self.qualifiers) if call.filter else ()
+        )
+        if key in self.agg_keys:
+            return self.agg_keys[key]
+        func = _AGG_FUNCS.get(call.name, call.name)
+        where = f"aggregate {call.name}()"
+        args = list(call.args)
+        separator = None
+        if func == "count" and not args:
+            if call.distinct:
+                raise UnsupportedQuery("COUNT(DISTINCT *) is not valid")
+        elif func == "group_concat":
+            if len(args) == 2:
+                separator = self.constant_text(args[1].text, where)
+            elif len(args) != 1:
+                raise UnsupportedQuery(f"{where} with {len(args)} arguments")
+            if call.distinct:
+                raise UnsupportedQuery("GROUP_CONCAT(DISTINCT …) is not supported yet")
+            if self.table.ipk is None:
+                raise UnsupportedQuery(
+                    f"GROUP_CONCAT on table {self.table.name}, which has no INTEGER PRIMARY KEY: its order "
+                    "follows rowids that VACUUM may renumber"
+                )
+        elif len(args) != 1:
+            raise UnsupportedQuery(f"{where} with {len(args)} arguments")
+        for token in (t for a in args for t in a.tokens):
+            if token.kind == TokenType.ORDER_BY:
+                raise UnsupportedQuery(f"ORDER BY inside {where} is not supported yet")
+        if (call.distinct or func in ("min", "max")) and args:
+            collation = self.collation_of(args[0].tokens)
+            if check_collation(collation, where) != "BINARY":
+                raise UnsupportedQuery(f"{where} over a {collation}-collated value is not supported yet")
+        arg_index = filter_index = None
+        if args:
+            text = args[0].text
+            arg_index = self.add_stage1(f"CAST(({text}) AS TEXT)" if func == "group_concat" else text)
+        if call.filter is not None:
+            filter_index = self.add_stage1(f"CASE WHEN ({call.filter.text}) THEN 1 ELSE 0 END")
+        spec = AggSpec(func, call.distinct, arg_index, filter_index, separator, sql)
+        self.aggs.append(spec)
+        self.agg_keys[key] = len(self.aggs) - 1
+        return len(self.aggs) - 1
+
+    def add_stage1(self, text: str) -> int:
+        self.stage1.append(text)
+        return len(self.stage1) - 1
+
+    def constant_text(self, text: str, where: str) -> str:
+        try:
+            row = self.conn.execute(f"SELECT CAST(({text}) AS TEXT)").fetchone()
+        except apsw.Error:
+            raise UnsupportedQuery(f"{where}: the separator must be a constant") from None
+        return "" if row is None or row[0] is None else str(row[0])
+
+    def post_expression(self, text: str, group_columns: dict[str, int], where: str) -> str:
+        """Rewrite a post-aggregation expression: aggregate calls become `"__a{i}"` columns;
+        any other column must be a GROUP BY column (kept by name in the per-group table)."""
+        toks = tokenize(text)
+        calls = find_aggregate_calls(text, toks)
+        replacements = []
+        inside: set[int] = set()
+        for call in calls:
+            call_text = text[toks[call.first].start : toks[call.last - 1].end]
+            index = self.aggregate(call, call_text)
+            replacements.append((toks[call.first].start, toks[call.last - 1].end, quote(f"__a{index}")))
+            inside.update(range(call.first, call.last))
+        for index, token in enumerate(toks):
+            if index in inside or not token.is_name:
+                continue
+            if index + 1 < len(toks) and toks[index + 1].kind in (TokenType.DOT, TokenType.L_PAREN):
+                continue
+            column = self.resolve(token.text)
+            if column is None:
+                continue
+            if column.lower() not in group_columns:
+                raise UnsupportedQuery(
+                    f"column {token.text} in {where} is neither aggregated nor a GROUP BY column "
+                    "(bare columns are not supported)"
+                )
+        return splice(text, replacements)
+
+
+def build_plan(
+    conn: apsw.Connection,
+    sql: str,
+    tokens: list[Token],
+    table: TableInfo,
+    alias: str,
+    names: list[str],
+    decltypes: list[str],
+    tree: exp.Expression,
+) -> Plan:
+    assert isinstance(tree, exp.Select)
+    clauses = split_clauses(sql, tokens)
+    if clauses.window:
+        raise UnsupportedQuery("WINDOW clause is not supported yet")
+    builder = _Builder(conn, sql, table, alias)
+    items = builder.items(clauses, tree)
+    if len(items) != len(names):
+        raise UnsupportedQuery("matview cannot match the select list to its columns")
+    where = builder.substitute_aliases(clauses.where, items) if clauses.where else ""
+    distinct = clauses.distinct is not None and clauses.distinct.kind == TokenType.DISTINCT
+    columns = tuple(
+        OutputColumn(name, decltype, builder.collation_of(item.tokens))
+        for name, decltype, item in zip(names, decltypes, items)
+    )
+    calls_per_item = [find_aggregate_calls(sql, item.tokens) for item in items]
+    is_aggregate = bool(clauses.group or clauses.having or any(calls_per_item))
+    signature = tuple((c.name, c.decltype, c.collation) for c in table.columns)
+    where_sql = f" WHERE ({where})" if where else ""
+    if not is_aggregate:
+        if distinct:
+            for column in columns:
+                check_collation(column.collation, f"SELECT DISTINCT column {column.name}")
+        stage1 = ", ".join(item.text for item in items)
+        return Plan(
+            table=table.name,
+            kind="rows",
+            stage1=f"SELECT {stage1}, {{weight}} FROM {{source}} AS {quote(alias)}{where_sql}",
+            columns=columns,
+            distinct=distinct,
+            base_signature=signature,
+        )
+    # GROUP BY terms: ordinals and aliases name select items; columns win over aliases.
+    group_terms: list[tuple[Token, ...]] = []
+    for span in split_top_level(sql, clauses.group.tokens) if clauses.group else []:
+        toks = span.tokens
+        if len(toks) == 1 and toks[0].kind == TokenType.NUMBER and toks[0].text.isdigit():
+            position = int(toks[0].text)
+            if not 1 <= position <= len(items):
+                raise Error(f"GROUP BY term {position} out of range")
+            toks = items[position - 1].tokens
+        elif len(toks) == 1 and toks[0].is_name and builder.resolve(toks[0].text) is None:
+            matches = [i for i in items if i.alias and i.alias.lower() == toks[0].text.lower()]
+            if matches:
+                toks = matches[0].tokens
+        if find_aggregate_calls(sql, toks):
+            raise Error("aggregate functions are not allowed in the GROUP BY clause")
+        group_terms.append(toks)
+    group_collations = tuple(
+        check_collation(builder.collation_of(toks), "GROUP BY") for toks in group_terms
+    )
+    for toks in group_terms:
+        builder.add_stage1(Span(sql, toks).text)
+    group_norm = [normalized(toks, builder.qualifiers) for toks in group_terms]
+    group_columns: dict[str, int] = {}
+    for index, toks in enumerate(group_terms):
+        column = builder.column_of(toks)
+        if column is not None and column != "rowid":
+            group_columns.setdefault(column.lower(), index)
+    outputs: list[tuple[str, int]] = []
+    post_exprs: list[str] = []
+    for item, calls in zip(items, calls_per_item):
+        norm = normalized(item.tokens, builder.qualifiers)
+        if norm in group_norm:
+            outputs.append(("group", group_norm.index(norm)))
+            continue
+        text = item.text
+        if len(calls) == 1 and calls[0].first == 0 and calls[0].last == len(item.tokens):
+            outputs.append(("agg", builder.aggregate(calls[0], text)))
+            continue
+        post_exprs.append(builder.post_expression(text, group_columns, "the select list"))
+        outputs.append(("expr", len(post_exprs) - 1))
+    having = None
+    if clauses.having:
+        having_text = builder.substitute_aliases(clauses.having, items)
+        having = builder.post_expression(having_text, group_columns, "HAVING")
+    rowid_column = None
+    if any(a.func == "group_concat" for a in builder.aggs):
+        rowid_column = builder.add_stage1(f"{quote(alias)}.rowid")
+    post_columns = [
+        PostColumn(table.column(name).name, table.column(name).decltype, table.column(name).collation,  # type: ignore[union-attr]
+                   ("group", index))
+        for name, index in group_columns.items()
+    ] + [PostColumn(f"__a{i}", "", "BINARY", ("agg", i)) for i in range(len(builder.aggs))]
+    return Plan(
+        table=table.name,
+        kind="aggregate",
+        stage1=f"SELECT {', '.join(builder.stage1)}, {{weight}} FROM {{source}} AS {quote(alias)}{where_sql}",
+        columns=columns,
+        distinct=distinct,
+        group_collations=group_collations,
+        has_group_by=bool(group_terms),
+        aggs=tuple(builder.aggs),
+        outputs=tuple(outputs),
+        post_alias=alias,
+        post_columns=tuple(post_columns),
+        post_exprs=tuple(post_exprs),
+        having=having,
+        rowid_column=rowid_column,
+        base_signature=signature,
+    )

@@ -1,0 +1,64 @@
+"""Row identity and SQLite equality, as hashable keys.
+
+Two notions of "the same value" matter:
+
+* identity (`row_key`): what a view stores. `1`, `1.0` and `'1'` are three rows, as
+  SQLite returns them; encoded with msgpack, which keeps storage classes apart.
+* SQLite equality under a collation (`group_key`): what GROUP BY, DISTINCT and
+  COUNT(DISTINCT) merge. `1 = 1.0`; 'a' = 'A' under NOCASE; 'a' = 'a  ' under RTRIM.
+  The key canonicalizes each value so equal values encode identically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from matview.codec import pack
+from matview.errors import UnsupportedQuery
+
+SQLITE_INT_MIN = -(2**63)
+SQLITE_INT_MAX = 2**63 - 1
+
+#: collations whose equality we can canonicalize; any other is refused where it matters
+SUPPORTED_COLLATIONS = ("BINARY", "NOCASE", "RTRIM")
+
+
+def row_key(values: Sequence[Any]) -> bytes:
+    """The identity of a row: equal bytes iff every value has the same class and bytes."""
+    return pack(tuple(values))
+
+
+def _ascii_lower(text: str) -> str:
+    # NOCASE folds only the 26 ASCII letters, never other characters.
+    return text.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = {ord(c): ord(c) + 32 for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+
+
+def canonical(value: Any, collation: str = "BINARY") -> Any:
+    """A representative that is equal for exactly the values SQLite calls equal."""
+    if isinstance(value, float):
+        # Integral floats equal the integer of the same value (SQLite compares exactly).
+        if value.is_integer() and SQLITE_INT_MIN <= value <= SQLITE_INT_MAX:
+            return int(value)
+        return value
+    if isinstance(value, str):
+        if collation == "NOCASE":
+            return _ascii_lower(value)
+        if collation == "RTRIM":
+            return value.rstrip(" ")
+    return value
+
+
+def group_key(values: Sequence[Any], collations: Sequence[str]) -> bytes:
+    """The key under which GROUP BY / DISTINCT put a row of `values`."""
+    return pack(tuple(canonical(v, c) for v, c in zip(values, collations)))
+
+
+def check_collation(collation: str, where: str) -> str:
+    name = collation.upper()
+    if name not in SUPPORTED_COLLATIONS:
+        raise UnsupportedQuery(f"collation {collation} in {where}: only BINARY, NOCASE and RTRIM are supported")
+    return name

@@ -1,0 +1,154 @@
+"""Creating, dropping and refreshing materialized views.
+
+Each runs inside a savepoint: on any error nothing of the view is left behind and
+the database is as it was.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import apsw
+
+from matview import catalog, names
+from matview.capture import install_capture, remove_capture
+from matview.catalog import ViewEntry
+from matview.circuit import Circuit
+from matview.errors import Error
+from matview.frontend import compile_view
+from matview.names import quote
+from matview.registry import Registry, View
+from matview.schema import read_table
+from matview.state import StateStore, create_state_tables
+from matview.viewstore import ViewTable
+
+MAINTENANCE_MODES = ("immediate", "deferred")
+_savepoints = itertools.count()
+
+
+@contextmanager
+def savepoint(conn: apsw.Connection) -> Iterator[None]:
+    name = quote(f"__dbsp_sp_{next(_savepoints)}")
+    conn.execute(f"SAVEPOINT {name}")
+    try:
+        yield
+    except BaseException:
+        conn.execute(f"ROLLBACK TO {name}")
+        conn.execute(f"RELEASE {name}")
+        raise
+    conn.execute(f"RELEASE {name}")
+
+
+def _existing_object(conn: apsw.Connection, name: str) -> str | None:
+    row = conn.execute(
+        "SELECT type FROM main.sqlite_master WHERE name = ? COLLATE NOCASE "
+        "UNION ALL SELECT type FROM temp.sqlite_master WHERE name = ? COLLATE NOCASE",
+        (name, name),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _check_name(name: str) -> None:
+    if not name:
+        raise Error("a materialized view needs a name")
+    if names.is_internal(name):
+        raise Error(f"view name {name}: names starting with {names.PREFIX} are reserved for matview")
+
+
+def create_view(
+    conn: apsw.Connection, registry: Registry, name: str, sql: str, maintenance: str = "immediate",
+    if_not_exists: bool = False,
+) -> None:
+    _check_name(name)
+    if maintenance not in MAINTENANCE_MODES:
+        raise Error(f"maintenance must be one of {', '.join(MAINTENANCE_MODES)}, not {maintenance!r}")
+    if registry.get(name) is not None:
+        if if_not_exists:
+            return
+        raise Error(f"materialized view {name} already exists")
+    kind = _existing_object(conn, name)
+    if kind is not None:
+        raise Error(f"cannot create materialized view {name}: a {kind} of that name exists")
+    with savepoint(conn):
+        plan = compile_view(conn, sql)
+        catalog.ensure_catalog(conn)
+        table = read_table(conn, plan.table)
+        install_capture(conn, table)
+        view_table = ViewTable(name, plan.columns)
+        view_table.create(conn)
+        create_state_tables(conn, name)
+        entry = ViewEntry(name, sql.strip().rstrip(";").strip(), plan, maintenance, [table.name])
+        catalog.save_view(conn, entry)
+        view = View(entry, Circuit(name, plan, registry.evaluator), view_table)
+        _populate(conn, view)
+        registry.invalidate()
+        conn.execute(f"CREATE VIRTUAL TABLE main.{quote(name)} USING matview")
+    registry.invalidate()
+
+
+def _populate(conn: apsw.Connection, view: View) -> None:
+    """Initial snapshot: the whole base table as one delta from the empty state, with the
+    progress mark at the delta log's current end (those deltas are in the snapshot)."""
+    for table in view.entry.base_tables:
+        hi = conn.execute(f"SELECT max({quote(names.SEQ)}) FROM {quote(names.delta_table(table))}").fetchone()[0]
+        catalog.set_progress(conn, view.name, table, hi or 0)
+    store = StateStore(conn, view.name, writable=True)
+    delta = view.circuit.step(view.circuit.stage1_base(conn), store)
+    view.table.insert_initial(conn, delta)
+    store.flush()
+
+
+def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: bool = False) -> None:
+    view = registry.get(name)
+    if view is None:
+        if if_exists:
+            return
+        raise Error(f"no such materialized view: {name}")
+    with savepoint(conn):
+        registry.evaluator.forget(view.name)
+        conn.execute(f"DROP TABLE IF EXISTS main.{quote(view.name)}")
+        for table_name in (names.view_table(view.name), names.state_table(view.name),
+                           names.ordered_state_table(view.name)):
+            conn.execute(f"DROP TABLE IF EXISTS main.{quote(table_name)}")
+        catalog.delete_view(conn, view.name)
+        registry.invalidate()
+        for table in view.entry.base_tables:
+            if not registry.views_on(table):
+                remove_capture(conn, table)
+    registry.invalidate()
+
+
+def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
+    """Recompute the view from scratch. After its base table was altered, this also
+    re-validates the view and re-creates change capture (when no other view shares it)."""
+    view = registry.get(name)
+    if view is None:
+        raise Error(f"no such materialized view: {name}")
+    with savepoint(conn):
+        plan = compile_view(conn, view.entry.sql)
+        if plan.columns != view.entry.plan.columns:
+            raise Error(
+                f"materialized view {view.name}: its columns would change after the base table was altered; "
+                "DROP and CREATE it again"
+            )
+        for table in view.entry.base_tables:
+            info = read_table(conn, table)
+            if tuple(tuple(c) for c in info.signature) != view.entry.plan.base_signature:
+                others = [v.name for v in registry.views_on(table) if v.name != view.name]
+                if others:
+                    raise Error(
+                        f"base table {table} was altered and is shared with {', '.join(others)}: "
+                        "DROP and CREATE these views again"
+                    )
+                remove_capture(conn, table)
+                install_capture(conn, info)
+        conn.execute(f"DELETE FROM {view.table.table}")
+        conn.execute(f"DELETE FROM {quote(names.state_table(view.name))}")
+        conn.execute(f"DELETE FROM {quote(names.ordered_state_table(view.name))}")
+        catalog.update_plan(conn, view.name, plan)
+        registry.evaluator.forget(view.name)
+        entry = ViewEntry(view.name, view.entry.sql, plan, view.entry.maintenance, view.entry.base_tables)
+        _populate(conn, View(entry, Circuit(view.name, plan, registry.evaluator), view.table))
+    registry.invalidate()

@@ -1,0 +1,51 @@
+"""Names of matview's internal objects, and SQL quoting.
+
+Everything matview creates in a user's file starts with ``__dbsp_``. User names may
+contain quotes, spaces, unicode and keywords, so every name is quoted everywhere.
+"""
+
+from __future__ import annotations
+
+PREFIX = "__dbsp_"
+CATALOG = "__dbsp_catalog"
+META = "__dbsp_meta"
+
+
+def quote(name: str) -> str:
+    """Quote an identifier for SQLite."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def is_internal(name: str) -> bool:
+    return name.lower().startswith(PREFIX)
+
+
+def view_table(view: str) -> str:
+    return f"{PREFIX}view_{view}"
+
+
+def state_table(view: str) -> str:
+    return f"{PREFIX}state_{view}"
+
+
+def ordered_state_table(view: str) -> str:
+    return f"{PREFIX}ostate_{view}"
+
+
+def delta_table(table: str) -> str:
+    return f"{PREFIX}delta_{table}"
+
+
+def preimage_table(table: str) -> str:
+    return f"{PREFIX}preimage_{table}"
+
+
+def trigger(table: str, event: str) -> str:
+    return f"{PREFIX}trg_{table}_{event}"
+
+
+# Columns matview adds; the prefix keeps them from colliding with user columns.
+SEQ = "__dbsp_seq"
+ROWID = "__dbsp_rowid"
+WEIGHT = "__dbsp_weight"
+KEY = "__dbsp_key"

@@ -1,0 +1,1 @@
+"""DBSP operators, one concept per module; each docstring states its incremental rule."""

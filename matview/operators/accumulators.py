@@ -1,0 +1,167 @@
+"""Per-group accumulators of SQLite's aggregate functions (DBSP §7.2–7.4).
+
+COUNT, SUM, TOTAL and AVG are linear: their state is a group element that a delta
+row adds to with its weight, so deletes are subtraction (§7.2). MIN and MAX are not
+invertible: they keep the group's values as an ordered multiset (`StateStore.adjust`)
+and re-seek only when the current extreme is deleted. DISTINCT aggregates keep a
+multiset of values and feed the inner aggregate only on 0↔positive transitions
+(the distinct rule of Prop. 4.7 applied per group). GROUP_CONCAT keeps the values
+ordered by base rowid, the order SQLite's table scan produces.
+
+Sums are exact: integers as Python ints, reals as integers scaled by 2**1074 (every
+double is a multiple of 2**-1074), so subtraction never drifts. The result is the
+correctly rounded exact sum, which is what SQLite's Kahan–Babuska–Neumaier sum
+returns except in pathological cancellations.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from matview.keys import SQLITE_INT_MAX, SQLITE_INT_MIN, canonical
+from matview.plan import AggSpec
+from matview.state import StateStore, sqlite_order
+
+#: what a SUM of integers that does not fit in 64 bits shows (SQLite raises "integer overflow")
+OVERFLOW = b"\x00matview: integer overflow"
+_SCALE = 1074
+_ONE = 1 << _SCALE
+
+NumericCoercion = Callable[[Any], Any]
+
+
+def _scaled(value: float) -> int:
+    numerator, denominator = value.as_integer_ratio()
+    return numerator * (_ONE // denominator)
+
+
+class SumState:
+    """[n non-null, n real, exact int sum, exact real sum × 2**1074, +inf count, −inf count]"""
+
+    @staticmethod
+    def initial() -> list[Any]:
+        return [0, 0, 0, 0, 0, 0]
+
+    @staticmethod
+    def add(acc: list[Any], value: Any, weight: int) -> None:
+        acc[0] += weight
+        if isinstance(value, int):
+            acc[2] += value * weight
+            return
+        acc[1] += weight
+        if math.isinf(value):
+            acc[4 if value > 0 else 5] += weight
+        else:
+            acc[3] += _scaled(value) * weight
+
+    @staticmethod
+    def real_total(acc: list[Any]) -> float | None:
+        """The sum as a double; None for +inf + −inf (SQLite's NaN, shown as NULL)."""
+        if acc[4] and acc[5]:
+            return None
+        if acc[4]:
+            return math.inf
+        if acc[5]:
+            return -math.inf
+        if not acc[3]:
+            return float(acc[2])
+        return (acc[2] * _ONE + acc[3]) / _ONE
+
+    @classmethod
+    def sum(cls, acc: list[Any]) -> Any:
+        if acc[0] == 0:
+            return None
+        if acc[1] == 0:
+            return acc[2] if SQLITE_INT_MIN <= acc[2] <= SQLITE_INT_MAX else OVERFLOW
+        return cls.real_total(acc)
+
+    @classmethod
+    def total(cls, acc: list[Any]) -> Any:
+        return 0.0 if acc[0] == 0 else cls.real_total(acc)
+
+    @classmethod
+    def avg(cls, acc: list[Any]) -> Any:
+        if acc[0] == 0:
+            return None
+        total = cls.real_total(acc)
+        return None if total is None else total / acc[0]
+
+
+class Accumulator:
+    """One aggregate call's state inside a group's state list."""
+
+    def __init__(self, spec: AggSpec, op: int, coerce: NumericCoercion) -> None:
+        self.spec, self.op, self.coerce = spec, op, coerce
+        self.func = spec.func
+
+    def initial(self) -> Any:
+        if self.func == "count":
+            return 0
+        if self.func in ("sum", "total", "avg"):
+            return SumState.initial()
+        if self.func in ("min", "max"):
+            return [None, False]  # cached extreme, stale flag
+        return None
+
+    def _numeric(self, value: Any) -> Any:
+        return value if isinstance(value, (int, float)) else self.coerce(value)
+
+    def update(self, acc: Any, value: Any, weight: int, store: StateStore, key: bytes, rowid: Any) -> Any:
+        func, spec = self.func, self.spec
+        if spec.arg is not None and value is None:
+            return acc  # every SQLite aggregate ignores NULL arguments
+        if func == "group_concat":
+            store.adjust(self.op, key, rowid, value, weight)
+            return acc
+        if spec.distinct:
+            old, new = store.adjust(self.op, key, value, None, weight)
+            if old <= 0 < new:
+                weight = 1
+            elif new <= 0 < old:
+                weight = -1
+            else:
+                return acc
+        if func == "count":
+            return acc + weight
+        if func in ("sum", "total", "avg"):
+            SumState.add(acc, self._numeric(value), weight)
+            return acc
+        # min / max
+        old, new = store.adjust(self.op, key, value, None, weight)
+        cached, stale = acc
+        descending = func == "max"
+        if weight > 0 and not stale:
+            if cached is None or _strictly_better(value, cached, descending):
+                acc = [value, False]
+        elif weight < 0 and new <= 0 and cached is not None and canonical(cached) == canonical(value):
+            acc = [None, True]
+        return acc
+
+    def result(self, acc: Any, store: StateStore, key: bytes) -> Any:
+        func = self.func
+        if func == "count":
+            return acc
+        if func == "sum":
+            return SumState.sum(acc)
+        if func == "total":
+            return SumState.total(acc)
+        if func == "avg":
+            return SumState.avg(acc)
+        if func in ("min", "max"):
+            cached, stale = acc
+            if stale:
+                cached = store.first(self.op, key, descending=func == "max")
+                acc[0], acc[1] = cached, False
+            return cached
+        parts = [value for _, value, weight in store.entries(self.op, key) for _ in range(weight)]
+        if not parts:
+            return None
+        separator = "," if self.spec.separator is None else self.spec.separator
+        return separator.join(parts)
+
+
+def _strictly_better(value: Any, current: Any, descending: bool) -> bool:
+    a, b = sqlite_order(value), sqlite_order(current)
+    return a > b if descending else a < b

@@ -1,0 +1,109 @@
+"""Grouped aggregation, incrementally (DBSP §7.2, Prop. 7.3 applied per group).
+
+For a delta ΔI the operator touches only the groups ΔI mentions: it folds each
+group's delta rows into the group's accumulators (linear ones by adding weights,
+MIN/MAX through their ordered multiset), recomputes that group's output row, and
+emits ΔO = −(row it emitted before) + (row now). Each group's state also keeps the
+row it last emitted, so the old row never has to be recomputed. A group without rows
+disappears; an aggregate without GROUP BY always has its one group, as in SQLite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from matview.evaluator import Evaluator
+from matview.keys import group_key
+from matview.operators.accumulators import OVERFLOW, Accumulator
+from matview.plan import Plan
+from matview.state import StateStore
+from matview.zset import ZSet
+
+GROUPS_OP = 0  # operator id of the per-group accumulator lists in the state table
+_EMPTY_KEY = group_key((), ())
+
+
+class Aggregate:
+    """State per group: [row count, group values, emitted row or None, acc_0, acc_1, …]."""
+
+    def __init__(self, view: str, plan: Plan, evaluator: Evaluator) -> None:
+        self.view, self.plan, self.evaluator = view, plan, evaluator
+        self.k = plan.group_count
+        self.accumulators = [
+            Accumulator(spec, op=index + 1, coerce=evaluator.numeric_sum_term) for index, spec in enumerate(plan.aggs)
+        ]
+
+    def fresh_group(self, values: Sequence[Any]) -> list[Any]:
+        return [0, list(values), None] + [a.initial() for a in self.accumulators]
+
+    def step(self, rows: Sequence[tuple[Any, ...]], store: StateStore) -> ZSet[tuple[Any, ...]]:
+        """Apply stage-1 delta rows (group values…, aggregate inputs…, weight); return ΔO."""
+        k, plan = self.k, self.plan
+        collations = plan.group_collations
+        touched: dict[bytes, list[Any]] = {}
+        if not plan.has_group_by:
+            touched[_EMPTY_KEY] = self._load(store, _EMPTY_KEY, ())
+        rowid_column = plan.rowid_column
+        specs = [(a, a.spec.arg, a.spec.filter) for a in self.accumulators]
+        for row in rows:
+            weight = row[-1]
+            values = row[:k]
+            key = group_key(values, collations) if k else _EMPTY_KEY
+            group = touched.get(key)
+            if group is None:
+                group = touched[key] = self._load(store, key, values)
+            group[0] += weight
+            rowid = row[rowid_column] if rowid_column is not None else None
+            for index, (acc, arg, filt) in enumerate(specs):
+                if filt is not None and not row[filt]:
+                    continue
+                value = row[arg] if arg is not None else None
+                group[3 + index] = acc.update(group[3 + index], value, weight, store, key, rowid)
+        return self._emit(touched, store)
+
+    def _load(self, store: StateStore, key: bytes, values: Sequence[Any]) -> list[Any]:
+        group = store.get(GROUPS_OP, key)
+        return group if group is not None else self.fresh_group(values)
+
+    def _emit(self, touched: dict[bytes, list[Any]], store: StateStore) -> ZSet[tuple[Any, ...]]:
+        plan = self.plan
+        delta: ZSet[tuple[Any, ...]] = ZSet()
+        live: list[tuple[bytes, list[Any], list[Any]]] = []
+        for key, group in touched.items():
+            if group[2] is not None:
+                delta.add(tuple(group[2]), -1)
+            if group[0] < 0:
+                raise RuntimeError(f"view {self.view}: group weight became negative")
+            if group[0] == 0 and plan.has_group_by:
+                store.put(GROUPS_OP, key, None)
+                continue
+            results = [a.result(group[3 + i], store, key) for i, a in enumerate(self.accumulators)]
+            live.append((key, group, results))
+        evaluated: list[tuple[list[Any], bool]] = []
+        if plan.post_exprs or plan.having:
+            evaluated = self.evaluator.evaluate(
+                self.view, plan, [self._post_row(group, results) for _, group, results in live]
+            )
+        for position, (key, group, results) in enumerate(live):
+            exprs, keep = evaluated[position] if evaluated else ([], True)
+            if OVERFLOW in results:
+                exprs, keep = [OVERFLOW] * len(exprs), True
+            row = None
+            if keep:
+                row = [self._output(source, index, group, results, exprs) for source, index in plan.outputs]
+                delta.add(tuple(row), 1)
+            group[2] = row
+            store.put(GROUPS_OP, key, group)
+        return delta
+
+    def _post_row(self, group: list[Any], results: list[Any]) -> list[Any]:
+        return [group[1][i] if kind == "group" else results[i] for _, _, _, (kind, i) in self.plan.post_columns]
+
+    @staticmethod
+    def _output(source: str, index: int, group: list[Any], results: list[Any], exprs: list[Any]) -> Any:
+        if source == "group":
+            return group[1][index]
+        if source == "agg":
+            return results[index]
+        return exprs[index]

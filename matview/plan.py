@@ -1,0 +1,91 @@
+"""The compiled form of a view's SELECT: what the circuit runs, stored in the catalog.
+
+A single-table view is one of two shapes (DBSP §4, §7):
+
+* ``rows``: σ/π over the base table (linear, Thm 3.3), optionally followed by
+  DISTINCT (Prop. 4.7).
+* ``aggregate``: σ/π producing group terms and aggregate inputs, then a grouped
+  aggregate (§7.2), then a per-group projection/HAVING over the aggregate values.
+
+Every SQL fragment here is a slice of the user's own text (see `sqltext`), so SQLite
+evaluates exactly what was written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PLAN_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class OutputColumn:
+    name: str
+    decltype: str
+    collation: str
+
+
+@dataclass(frozen=True)
+class AggSpec:
+    """One aggregate call. `arg`/`filter` index the stage-1 row; `separator` is a constant."""
+
+    func: str  # count, sum, total, avg, min, max, group_concat
+    distinct: bool = False
+    arg: int | None = None
+    filter: int | None = None
+    separator: str | None = None
+    sql: str = ""  # the call as written, for messages and explain()
+
+
+@dataclass(frozen=True)
+class PostColumn:
+    """A column of the per-group table post-aggregation expressions are evaluated over."""
+
+    name: str
+    decltype: str
+    collation: str
+    source: tuple[str, int]  # ("group", j) or ("agg", i)
+
+
+@dataclass(frozen=True)
+class Plan:
+    table: str
+    kind: str  # "rows" | "aggregate"
+    stage1: str  # SELECT template with {source} and {weight} placeholders
+    columns: tuple[OutputColumn, ...]
+    distinct: bool = False
+    group_collations: tuple[str, ...] = ()
+    has_group_by: bool = False
+    aggs: tuple[AggSpec, ...] = ()
+    outputs: tuple[tuple[str, int], ...] = ()  # per output column: ("group"|"agg"|"expr", index)
+    post_alias: str = ""
+    post_columns: tuple[PostColumn, ...] = ()
+    post_exprs: tuple[str, ...] = ()
+    having: str | None = None
+    rowid_column: int | None = None  # stage-1 index of the base rowid, when an aggregate needs order
+    base_signature: tuple[tuple[str, str, str], ...] = field(default=())
+
+    @property
+    def group_count(self) -> int:
+        return len(self.group_collations)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["format"] = PLAN_FORMAT
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        data = dict(data)
+        data.pop("format", None)
+        data["columns"] = tuple(OutputColumn(*c) if isinstance(c, list) else OutputColumn(**c) for c in data["columns"])
+        data["aggs"] = tuple(AggSpec(**a) for a in data["aggs"])
+        data["post_columns"] = tuple(
+            PostColumn(p["name"], p["decltype"], p["collation"], tuple(p["source"])) for p in data["post_columns"]
+        )
+        for name in ("group_collations", "post_exprs"):
+            data[name] = tuple(data[name])
+        data["outputs"] = tuple(tuple(o) for o in data["outputs"])
+        data["base_signature"] = tuple(tuple(s) for s in data["base_signature"])
+        return cls(**data)

@@ -1,0 +1,92 @@
+"""The views of one connection's database, compiled and ready to run.
+
+The catalog in the file is the source of truth; the registry caches what it says
+(plans, circuits, view tables) and reloads whenever the file's schema changes
+(another connection created or dropped a view, a base table was altered) or this
+connection rolled back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import apsw
+
+from matview import catalog
+from matview.catalog import ViewEntry
+from matview.circuit import Circuit
+from matview.errors import SchemaChanged
+from matview.evaluator import Evaluator
+from matview.schema import read_table
+from matview.viewstore import ViewTable
+
+
+@dataclass
+class View:
+    entry: ViewEntry
+    circuit: Circuit
+    table: ViewTable
+    broken: str | None = None  # why the view can no longer be maintained
+
+    @property
+    def name(self) -> str:
+        return self.entry.name
+
+    def check(self) -> None:
+        if self.broken:
+            raise SchemaChanged(self.broken)
+
+
+class Registry:
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+        self.evaluator = Evaluator()
+        self.views: dict[str, View] = {}
+        self._schema_version: int | None = None
+
+    def invalidate(self) -> None:
+        self._schema_version = None
+
+    def sync(self) -> dict[str, View]:
+        """Reload the catalog if the schema changed since the last look."""
+        version = self.conn.execute("PRAGMA main.schema_version").fetchone()[0]
+        if version != self._schema_version:
+            self._load()
+            self._schema_version = version
+        return self.views
+
+    def _load(self) -> None:
+        entries = catalog.load_views(self.conn)
+        views: dict[str, View] = {}
+        for key, entry in entries.items():
+            old = self.views.get(key)
+            if old is not None and old.entry.sql == entry.sql and old.entry.plan == entry.plan:
+                old.entry = entry
+                old.broken = None
+                view = old
+            else:
+                self.evaluator.forget(entry.name)
+                view = View(entry, Circuit(entry.name, entry.plan, self.evaluator), ViewTable(entry.name, entry.plan.columns))
+            view.broken = self._validate(entry)
+            views[key] = view
+        self.views = views
+
+    def _validate(self, entry: ViewEntry) -> str | None:
+        for table in entry.base_tables:
+            try:
+                info = read_table(self.conn, table)
+            except Exception:  # noqa: BLE001 - any failure to read the table means it is gone or unusable
+                return f"materialized view {entry.name}: its base table {table} was dropped; DROP the view"
+            if tuple(tuple(c) for c in info.signature) != entry.plan.base_signature:
+                return (
+                    f"materialized view {entry.name}: its base table {table} was altered; "
+                    "REFRESH MATERIALIZED VIEW or DROP it"
+                )
+        return None
+
+    def get(self, name: str) -> View | None:
+        return self.sync().get(name.lower())
+
+    def views_on(self, table: str) -> list[View]:
+        lowered = table.lower()
+        return [v for v in self.sync().values() if lowered in (t.lower() for t in v.entry.base_tables)]

@@ -1,0 +1,111 @@
+"""What the database says about a base table: columns, types, collations, keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import apsw
+
+from matview.errors import Error, UnsupportedQuery
+from matview.names import is_internal, quote
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    decltype: str  # as declared; decides affinity
+    collation: str  # BINARY, NOCASE, RTRIM, or a user collation
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    name: str
+    columns: tuple[Column, ...]
+    has_rowid: bool
+    ipk: str | None  # the INTEGER PRIMARY KEY column, which aliases rowid
+    primary_key: tuple[str, ...]  # WITHOUT ROWID tables: their key columns
+    unique_keys: tuple[tuple[str, ...], ...] = field(default=())
+
+    def column(self, name: str) -> Column | None:
+        lowered = name.lower()
+        for column in self.columns:
+            if column.name.lower() == lowered:
+                return column
+        return None
+
+    @property
+    def signature(self) -> list[list[str]]:
+        """What must stay the same for views over this table to remain valid."""
+        return [[c.name, c.decltype, c.collation] for c in self.columns]
+
+
+def table_kind(conn: apsw.Connection, name: str) -> str | None:
+    """'table', 'view', 'virtual', or None when `name` is no table or view in main."""
+    row = conn.execute(
+        "SELECT type, sql FROM main.sqlite_master WHERE type IN ('table','view') AND name = ? COLLATE NOCASE",
+        (name,),
+    ).fetchone()
+    if row is None:
+        return None
+    kind, sql = row
+    if kind == "table" and (sql or "").lstrip().upper().startswith("CREATE VIRTUAL"):
+        return "virtual"
+    return str(kind)
+
+
+def read_table(conn: apsw.Connection, name: str) -> TableInfo:
+    """Introspect base table `name` of the main schema, refusing what triggers cannot watch."""
+    kind = table_kind(conn, name)
+    if kind is None:
+        if conn.execute("SELECT 1 FROM temp.sqlite_master WHERE name = ? COLLATE NOCASE", (name,)).fetchone():
+            raise UnsupportedQuery(f"table {name}: temporary tables cannot be maintained")
+        raise Error(f"no such table: {name}")
+    if kind != "table":
+        raise UnsupportedQuery(f"FROM {name}: a {kind} table or view as a base table is not supported yet")
+    if is_internal(name):
+        raise UnsupportedQuery(f"FROM {name}: matview's internal tables cannot be a view's base table")
+    real_name = conn.execute(
+        "SELECT name FROM main.sqlite_master WHERE type='table' AND name = ? COLLATE NOCASE", (name,)
+    ).fetchone()[0]
+    columns: list[Column] = []
+    pk_cols: list[tuple[int, str]] = []
+    for _cid, col, decltype, _notnull, _default, pk, hidden in conn.execute(
+        f"PRAGMA main.table_xinfo({quote(real_name)})"
+    ):
+        if hidden == 1:
+            continue
+        collation = conn.column_metadata("main", real_name, col)[1] or "BINARY"
+        columns.append(Column(col, decltype or "", collation.upper()))
+        if pk:
+            pk_cols.append((pk, col))
+    pk_names = tuple(c for _, c in sorted(pk_cols))
+    without_rowid = bool(
+        conn.execute("SELECT 1 FROM pragma_index_list(?) WHERE origin = 'pk'", (real_name,)).fetchone()
+    ) and _is_without_rowid(conn, real_name)
+    ipk = None
+    if not without_rowid and len(pk_names) == 1:
+        column = next(c for c in columns if c.name == pk_names[0])
+        if column.decltype.upper() == "INTEGER":
+            ipk = column.name
+    unique_keys: list[tuple[str, ...]] = []
+    for _seq, index_name, unique, _origin, _partial in conn.execute(f"PRAGMA main.index_list({quote(real_name)})"):
+        if not unique:
+            continue
+        key_columns: list[str] = []
+        for _seqno, cid, col, *_rest in conn.execute(f"PRAGMA main.index_info({quote(index_name)})"):
+            if cid == -2:
+                raise UnsupportedQuery(
+                    f"table {real_name}: unique index {index_name} on an expression (INSERT OR REPLACE "
+                    "through it could not be captured)"
+                )
+            key_columns.append(col if cid >= 0 else "rowid")
+        unique_keys.append(tuple(key_columns))
+    return TableInfo(real_name, tuple(columns), not without_rowid, ipk, pk_names, tuple(unique_keys))
+
+
+def _is_without_rowid(conn: apsw.Connection, name: str) -> bool:
+    try:
+        conn.execute(f"SELECT rowid FROM main.{quote(name)} LIMIT 0").fetchall()
+    except apsw.SQLError:
+        return True
+    return False

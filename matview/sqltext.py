@@ -1,0 +1,246 @@
+"""Token-level surgery on the user's SQL text.
+
+matview never regenerates a user's expressions from an AST (a round trip can change
+meaning: ``CAST(x AS NUMERIC)`` is not ``CAST(x AS REAL)``). It cuts the original text
+into clauses, select items and aggregate calls at token boundaries and splices in its
+own sources and columns, so SQLite evaluates exactly what the user wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot.tokens import TokenType
+
+from matview.errors import Error
+
+_DIALECT = sqlglot.Dialect.get_or_raise("sqlite")
+
+#: clause keywords that can start a clause at nesting depth 0 of a simple SELECT
+_CLAUSES = {
+    TokenType.FROM: "from",
+    TokenType.WHERE: "where",
+    TokenType.GROUP_BY: "group",
+    TokenType.HAVING: "having",
+    TokenType.WINDOW: "window",
+    TokenType.ORDER_BY: "order",
+    TokenType.LIMIT: "limit",
+}
+_NAME_TYPES = {TokenType.VAR, TokenType.IDENTIFIER}
+
+AGGREGATE_NAMES = {"count", "sum", "total", "avg", "min", "max", "group_concat", "string_agg"}
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: TokenType
+    text: str  # unquoted for quoted identifiers
+    start: int  # offset of the first character in the SQL text
+    end: int  # offset one past the last character
+
+    @property
+    def is_name(self) -> bool:
+        return self.kind in _NAME_TYPES or (self.text.isidentifier() and self.kind not in _CLAUSES)
+
+    @property
+    def is_quoted(self) -> bool:
+        return self.kind == TokenType.IDENTIFIER
+
+
+def tokenize(sql: str) -> list[Token]:
+    try:
+        raw = _DIALECT.tokenize(sql)
+    except sqlglot.errors.TokenError as exc:
+        raise Error(f"cannot tokenize view definition: {exc}") from exc
+    return [Token(t.token_type, t.text, t.start, t.end + 1) for t in raw]
+
+
+@dataclass(frozen=True)
+class Span:
+    """Tokens [first, last) of a statement; `text` is the original SQL between them."""
+
+    sql: str
+    tokens: tuple[Token, ...]
+
+    @property
+    def text(self) -> str:
+        if not self.tokens:
+            return ""
+        return self.sql[self.tokens[0].start : self.tokens[-1].end]
+
+    def __bool__(self) -> bool:
+        return bool(self.tokens)
+
+
+def depth_walk(tokens: Sequence[Token]) -> list[int]:
+    """The parenthesis depth before each token."""
+    depth, depths = 0, []
+    for token in tokens:
+        if token.kind == TokenType.R_PAREN:
+            depth -= 1
+        depths.append(depth)
+        if token.kind == TokenType.L_PAREN:
+            depth += 1
+    return depths
+
+
+def split_top_level(sql: str, tokens: Sequence[Token], separator: TokenType = TokenType.COMMA) -> list[Span]:
+    """Split `tokens` at separators of depth 0 (select items, GROUP BY terms, arguments)."""
+    parts: list[Span] = []
+    current: list[Token] = []
+    for token, depth in zip(tokens, depth_walk(tokens)):
+        if depth == 0 and token.kind == separator:
+            parts.append(Span(sql, tuple(current)))
+            current = []
+        else:
+            current.append(token)
+    parts.append(Span(sql, tuple(current)))
+    return parts
+
+
+@dataclass(frozen=True)
+class Clauses:
+    """The clauses of a simple SELECT, each the span after its keyword."""
+
+    sql: str
+    distinct: Token | None  # the DISTINCT / ALL keyword, if any
+    select: Span
+    from_: Span
+    where: Span
+    group: Span
+    having: Span
+    order: Span
+    limit: Span
+    window: Span
+
+
+def split_clauses(sql: str, tokens: Sequence[Token]) -> Clauses:
+    if not tokens or tokens[0].kind != TokenType.SELECT:
+        raise Error("a materialized view must be defined by a SELECT")
+    found: dict[str, list[Token]] = {"select": []}
+    current = "select"
+    distinct: Token | None = None
+    for index, (token, depth) in enumerate(zip(tokens, depth_walk(tokens))):
+        if index == 0:
+            continue
+        if index == 1 and token.kind in (TokenType.DISTINCT, TokenType.ALL):
+            distinct = token
+            continue
+        if depth == 0 and token.kind in _CLAUSES:
+            current = _CLAUSES[token.kind]
+            found[current] = []
+            continue
+        if depth == 0 and token.kind == TokenType.SEMICOLON:
+            break
+        found[current].append(token)
+
+    def span(name: str) -> Span:
+        return Span(sql, tuple(found.get(name, ())))
+
+    return Clauses(
+        sql,
+        distinct,
+        span("select"),
+        span("from"),
+        span("where"),
+        span("group"),
+        span("having"),
+        span("order"),
+        span("limit"),
+        span("window"),
+    )
+
+
+@dataclass(frozen=True)
+class AggregateCall:
+    """One aggregate call found in a select item or HAVING: `name(args) [FILTER (WHERE f)]`."""
+
+    name: str
+    distinct: bool
+    args: tuple[Span, ...]
+    filter: Span | None
+    first: int  # index of the name token in the enclosing token list
+    last: int  # index one past the call's last token (its `)` or FILTER's `)`)
+
+
+def find_aggregate_calls(sql: str, tokens: Sequence[Token]) -> list[AggregateCall]:
+    """Aggregate calls at any depth, outermost first. `min`/`max` with two or more
+    arguments are SQLite's scalar functions, not aggregates."""
+    calls: list[AggregateCall] = []
+    index = 0
+    while index < len(tokens) - 1:
+        token = tokens[index]
+        name = token.text.lower()
+        if name in AGGREGATE_NAMES and not token.is_quoted and tokens[index + 1].kind == TokenType.L_PAREN:
+            close = matching_paren(tokens, index + 1)
+            inner = list(tokens[index + 2 : close])
+            distinct = bool(inner) and inner[0].kind == TokenType.DISTINCT
+            if distinct:
+                inner = inner[1:]
+            args = tuple(a for a in split_top_level(sql, inner) if a) if inner else ()
+            if name in ("min", "max") and len(args) != 1:
+                index += 1
+                continue
+            if len(args) == 1 and args[0].tokens[0].kind == TokenType.STAR and len(args[0].tokens) == 1:
+                args = ()
+            last = close + 1
+            filter_span: Span | None = None
+            if last < len(tokens) and tokens[last].kind == TokenType.FILTER:
+                open_paren = last + 1
+                filter_close = matching_paren(tokens, open_paren)
+                filter_tokens = tokens[open_paren + 2 : filter_close]  # skip '(' WHERE
+                filter_span = Span(sql, tuple(filter_tokens))
+                last = filter_close + 1
+            calls.append(AggregateCall(name, distinct, args, filter_span, index, last))
+            index = last
+            continue
+        index += 1
+    return calls
+
+
+def matching_paren(tokens: Sequence[Token], open_index: int) -> int:
+    depth = 0
+    for index in range(open_index, len(tokens)):
+        kind = tokens[index].kind
+        if kind == TokenType.L_PAREN:
+            depth += 1
+        elif kind == TokenType.R_PAREN:
+            depth -= 1
+            if depth == 0:
+                return index
+    raise Error("unbalanced parentheses in view definition")
+
+
+def splice(sql: str, replacements: Sequence[tuple[int, int, str]]) -> str:
+    """Replace text ranges [start, end) of `sql`; ranges must not overlap."""
+    out, position = [], 0
+    for start, end, text in sorted(replacements):
+        out.append(sql[position:start])
+        out.append(text)
+        position = end
+    out.append(sql[position:])
+    return "".join(out)
+
+
+def normalized(tokens: Sequence[Token], qualifiers: set[str]) -> tuple[tuple[str, str], ...]:
+    """Tokens as comparable pairs: names case-folded, table qualifiers dropped."""
+    out: list[tuple[str, str]] = []
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        if (
+            token.is_name
+            and token.text.lower() in qualifiers
+            and index + 2 < len(tokens)
+            and tokens[index + 1].kind == TokenType.DOT
+        ):
+            index += 2
+            continue
+        if token.is_name:
+            out.append(("name", token.text.lower()))
+        else:
+            out.append((token.kind.name, token.text))
+        index += 1
+    return tuple(out)

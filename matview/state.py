@@ -1,0 +1,187 @@
+"""Operator state of one view, persisted in the user's file.
+
+* accumulators: ``__dbsp_state_<v>(operator_id, key, value, weight)``, msgpack values
+  keyed by (operator, group key);
+* ordered multisets: ``__dbsp_ostate_<v>(operator_id, key, ord, value, weight)``, kept in
+  SQLite's own value order (no affinity, BINARY), so MIN/MAX are an index seek.
+
+Every change is buffered here first. A fold (`writable=True`) writes the buffer when the
+step is done; a reader merging pending deltas uses the same code and drops the buffer,
+so reads never write and both paths compute identical results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import apsw
+
+from matview import names
+from matview.codec import pack, unpack
+from matview.keys import canonical
+from matview.names import quote
+
+
+def sqlite_order(value: Any) -> tuple[int, Any]:
+    """Sort key reproducing SQLite's BINARY order: NULL < numbers < text < blob."""
+    if value is None:
+        return (0, 0)
+    if isinstance(value, (int, float)):
+        return (1, value)
+    if isinstance(value, str):
+        return (2, value)  # code point order equals UTF-8 byte order
+    return (3, bytes(value))
+
+
+class _Entry:
+    __slots__ = ("ord", "value", "persisted", "delta", "value_changed")
+
+    def __init__(self, ord_: Any, value: Any, persisted: int) -> None:
+        self.ord, self.value, self.persisted, self.delta = ord_, value, persisted, 0
+        self.value_changed = False
+
+
+class StateStore:
+    def __init__(self, conn: apsw.Connection, view: str, writable: bool) -> None:
+        self.conn, self.writable = conn, writable
+        self.state = quote(names.state_table(view))
+        self.ostate = quote(names.ordered_state_table(view))
+        self._values: dict[tuple[int, bytes], Any] = {}
+        self._dirty: set[tuple[int, bytes]] = set()
+        self._ordered: dict[tuple[int, bytes], dict[Any, _Entry]] = {}
+
+    # -- accumulators ---------------------------------------------------------------
+    def get(self, op: int, key: bytes) -> Any:
+        slot = (op, key)
+        if slot not in self._values:
+            row = self.conn.execute(
+                f"SELECT value FROM {self.state} WHERE operator_id = ? AND key = ?", slot
+            ).fetchone()
+            self._values[slot] = None if row is None else unpack(row[0])
+        return self._values[slot]
+
+    def put(self, op: int, key: bytes, value: Any) -> None:
+        """Set the accumulator; None deletes it."""
+        self._values[(op, key)] = value
+        self._dirty.add((op, key))
+
+    # -- ordered multisets ----------------------------------------------------------
+    def adjust(self, op: int, key: bytes, ord_: Any, value: Any, weight: int) -> tuple[int, int]:
+        """Add `weight` to entry `ord_` of multiset (op, key); its (old, new) weight."""
+        entries = self._ordered.setdefault((op, key), {})
+        slot = canonical(ord_)
+        entry = entries.get(slot)
+        if entry is None:
+            row = self.conn.execute(
+                f"SELECT ord, value, weight FROM {self.ostate} WHERE operator_id = ? AND key = ? AND ord = ?",
+                (op, key, ord_),
+            ).fetchone()
+            entry = _Entry(ord_, value, 0) if row is None else _Entry(row[0], row[1], row[2])
+            entries[slot] = entry
+        old = entry.persisted + entry.delta
+        entry.delta += weight
+        if weight > 0 and value is not None and value != entry.value:
+            # An entry keyed by base rowid (GROUP_CONCAT) takes the value of its newest
+            # insert: an UPDATE is −old then +new on the same rowid, in delta order.
+            entry.value, entry.value_changed = value, True
+        return old, old + weight
+
+    def first(self, op: int, key: bytes, descending: bool) -> Any:
+        """The least (or greatest) ord with positive weight, or None."""
+        pending = self._ordered.get((op, key), {})
+        best: Any = None
+        order = "DESC" if descending else "ASC"
+        for ord_, weight in self.conn.execute(
+            f"SELECT ord, weight FROM {self.ostate} WHERE operator_id = ? AND key = ? ORDER BY ord {order}",
+            (op, key),
+        ):
+            entry = pending.get(canonical(ord_))
+            if weight + (entry.delta if entry else 0) > 0:
+                best = ord_
+                break
+        for entry in pending.values():
+            if entry.persisted == 0 and entry.delta > 0:
+                if best is None or _better(entry.ord, best, descending):
+                    best = entry.ord
+        return best
+
+    def entries(self, op: int, key: bytes) -> Iterator[tuple[Any, Any, int]]:
+        """(ord, value, weight) with positive weight, in ord order."""
+        pending = dict(self._ordered.get((op, key), {}))
+        merged: list[tuple[Any, Any, int]] = []
+        for ord_, value, weight in self.conn.execute(
+            f"SELECT ord, value, weight FROM {self.ostate} WHERE operator_id = ? AND key = ? ORDER BY ord",
+            (op, key),
+        ):
+            entry = pending.pop(canonical(ord_), None)
+            total = weight + (entry.delta if entry else 0)
+            if total > 0:
+                merged.append((ord_, entry.value if entry else value, total))
+        extra = [(e.ord, e.value, e.delta) for e in pending.values() if e.persisted == 0 and e.delta > 0]
+        if extra:
+            merged = sorted(merged + extra, key=lambda item: sqlite_order(item[0]))
+        return iter(merged)
+
+    # -- persistence ----------------------------------------------------------------
+    def flush(self) -> None:
+        """Write buffered changes (folds only); readers never call this."""
+        if not self.writable:
+            raise RuntimeError("read-only state store")
+        upserts, deletes = [], []
+        for op, key in self._dirty:
+            value = self._values[(op, key)]
+            if value is None:
+                deletes.append((op, key))
+            else:
+                upserts.append((op, key, pack(value)))
+        if deletes:
+            self.conn.executemany(f"DELETE FROM {self.state} WHERE operator_id = ? AND key = ?", deletes)
+        if upserts:
+            self.conn.executemany(
+                f"INSERT OR REPLACE INTO {self.state} (operator_id, key, value, weight) VALUES (?, ?, ?, 1)", upserts
+            )
+        inserts, updates, removes = [], [], []
+        for (op, key), entries in self._ordered.items():
+            for entry in entries.values():
+                total = entry.persisted + entry.delta
+                if entry.delta == 0 and not entry.value_changed:
+                    continue
+                if total == 0:
+                    if entry.persisted:
+                        removes.append((op, key, entry.ord))
+                elif entry.persisted == 0:
+                    inserts.append((op, key, entry.ord, entry.value, total))
+                else:
+                    updates.append((total, entry.value, op, key, entry.ord))
+        if removes:
+            self.conn.executemany(
+                f"DELETE FROM {self.ostate} WHERE operator_id = ? AND key = ? AND ord = ?", removes
+            )
+        if updates:
+            self.conn.executemany(
+                f"UPDATE {self.ostate} SET weight = ?, value = ? WHERE operator_id = ? AND key = ? AND ord = ?",
+                updates,
+            )
+        if inserts:
+            self.conn.executemany(
+                f"INSERT INTO {self.ostate} (operator_id, key, ord, value, weight) VALUES (?, ?, ?, ?, ?)", inserts
+            )
+        self._dirty.clear()
+        self._ordered.clear()
+
+
+def _better(candidate: Any, best: Any, descending: bool) -> bool:
+    a, b = sqlite_order(candidate), sqlite_order(best)
+    return a > b if descending else a < b
+
+
+def create_state_tables(conn: apsw.Connection, view: str) -> None:
+    conn.execute(
+        f"CREATE TABLE {quote(names.state_table(view))} (operator_id INTEGER NOT NULL, key BLOB NOT NULL, "
+        "value BLOB NOT NULL, weight INTEGER NOT NULL, PRIMARY KEY (operator_id, key)) WITHOUT ROWID"
+    )
+    conn.execute(
+        f"CREATE TABLE {quote(names.ordered_state_table(view))} (operator_id INTEGER NOT NULL, key BLOB NOT NULL, "
+        "ord NOT NULL, value, weight INTEGER NOT NULL, PRIMARY KEY (operator_id, key, ord)) WITHOUT ROWID"
+    )

@@ -1,0 +1,125 @@
+"""Recognizing the statements a matview connection handles itself.
+
+SQLite does not know CREATE/DROP/REFRESH MATERIALIZED VIEW, and virtual tables cannot
+be indexed, so these are recognized before SQLite sees them. Everything else goes to
+SQLite unchanged; COMMIT/END/RELEASE are noticed so the connection can fold first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from matview.errors import Error
+
+_NAME = r'(?:"(?:[^"]|"")+"|\[[^\]]+\]|`(?:[^`]|``)+`|[^\s(.;"\[`]+)'
+_QUALIFIED = rf"(?:(?:main|{_NAME})\s*\.\s*)?({_NAME})"
+_LEAD = r"\A(?:\s|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*"
+
+_CREATE = re.compile(
+    _LEAD + rf"CREATE\s+MATERIALIZED\s+VIEW\s+(IF\s+NOT\s+EXISTS\s+)?{_QUALIFIED}\s*"
+    r"(?:WITH\s*\((?P<options>[^)]*)\)\s*)?AS\b(?P<select>.*)\Z",
+    re.IGNORECASE | re.DOTALL,
+)
+_DROP = re.compile(
+    _LEAD + rf"DROP\s+MATERIALIZED\s+VIEW\s+(IF\s+EXISTS\s+)?{_QUALIFIED}\s*;?\s*\Z", re.IGNORECASE | re.DOTALL
+)
+_REFRESH = re.compile(_LEAD + rf"REFRESH\s+MATERIALIZED\s+VIEW\s+{_QUALIFIED}\s*;?\s*\Z", re.IGNORECASE | re.DOTALL)
+_MATERIALIZED = re.compile(_LEAD + r"(CREATE|DROP|REFRESH)\s+MATERIALIZED\b", re.IGNORECASE)
+_CREATE_INDEX = re.compile(
+    _LEAD + rf"CREATE\s+(UNIQUE\s+)?INDEX\s+(IF\s+NOT\s+EXISTS\s+)?{_QUALIFIED}\s+ON\s+{_QUALIFIED}\s*(?P<rest>\(.*)\Z",
+    re.IGNORECASE | re.DOTALL,
+)
+_TABLE_DDL = re.compile(_LEAD + rf"(DROP\s+TABLE|ALTER\s+TABLE)\s+(?:IF\s+EXISTS\s+)?{_QUALIFIED}", re.IGNORECASE)
+_FIRST_WORD = re.compile(_LEAD + r"([A-Za-z]+)")
+_OPTION = re.compile(r"\s*(\w+)\s*=\s*('(?:[^']|'')*'|\w+)\s*")
+
+
+def unquote(name: str) -> str:
+    if name[:1] == '"' and name[-1:] == '"':
+        return name[1:-1].replace('""', '"')
+    if name[:1] == "`" and name[-1:] == "`":
+        return name[1:-1].replace("``", "`")
+    if name[:1] == "[" and name[-1:] == "]":
+        return name[1:-1]
+    return name
+
+
+@dataclass(frozen=True)
+class CreateView:
+    name: str
+    select: str
+    if_not_exists: bool
+    options: dict[str, str]
+
+
+@dataclass(frozen=True)
+class DropView:
+    name: str
+    if_exists: bool
+
+
+@dataclass(frozen=True)
+class RefreshView:
+    name: str
+
+
+@dataclass(frozen=True)
+class CreateIndex:
+    unique: bool
+    if_not_exists: bool
+    index: str
+    table: str
+    rest: str  # "(columns…) [WHERE …]" as written
+
+
+def _options(text: str | None) -> dict[str, str]:
+    options: dict[str, str] = {}
+    if not text or not text.strip():
+        return options
+    for part in text.split(","):
+        match = _OPTION.fullmatch(part)
+        if not match:
+            raise Error(f"cannot read view option {part.strip()!r}: write WITH (maintenance = 'deferred')")
+        value = match.group(2)
+        if value.startswith("'"):
+            value = value[1:-1].replace("''", "'")
+        options[match.group(1).lower()] = value.lower()
+    return options
+
+
+def parse_materialized(sql: str) -> CreateView | DropView | RefreshView | None:
+    """The MATERIALIZED VIEW statement `sql` is, or None when it is none."""
+    if not _MATERIALIZED.match(sql):
+        return None
+    if match := _CREATE.match(sql):
+        return CreateView(unquote(match.group(2)), match.group("select"), bool(match.group(1)),
+                          _options(match.group("options")))
+    if match := _DROP.match(sql):
+        return DropView(unquote(match.group(2)), bool(match.group(1)))
+    if match := _REFRESH.match(sql):
+        return RefreshView(unquote(match.group(1)))
+    raise Error(
+        "syntax error in materialized view statement; expected CREATE MATERIALIZED VIEW [IF NOT EXISTS] name "
+        "[WITH (maintenance = 'immediate'|'deferred')] AS SELECT …, DROP MATERIALIZED VIEW [IF EXISTS] name, "
+        "or REFRESH MATERIALIZED VIEW name"
+    )
+
+
+def parse_create_index(sql: str) -> CreateIndex | None:
+    match = _CREATE_INDEX.match(sql)
+    if not match:
+        return None
+    return CreateIndex(bool(match.group(1)), bool(match.group(2)), unquote(match.group(3)),
+                       unquote(match.group(4)), match.group("rest"))
+
+
+def table_ddl_target(sql: str) -> str | None:
+    """The table a DROP TABLE / ALTER TABLE statement names."""
+    match = _TABLE_DDL.match(sql)
+    return unquote(match.group(2)) if match else None
+
+
+def first_word(sql: str) -> str:
+    match = _FIRST_WORD.match(sql)
+    return match.group(1).upper() if match else ""

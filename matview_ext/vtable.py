@@ -1,0 +1,158 @@
+"""The `matview` virtual-table module: reading a view.
+
+A read returns the persisted Z-set ``__dbsp_view_<v>`` merged with ΔV of the deltas
+not folded yet (computed without writing), so it is exact inside an open transaction
+and after writes by clients that never fold. Equality and range constraints on
+BINARY-collated columns are pushed down into the SELECT on the view table, where its
+indexes serve them. SQLite re-checks every constraint (none is marked omitted), so
+pushdown may only narrow, never decide, the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import apsw
+
+from matview.errors import Error
+from matview.fold import pending_view_delta
+from matview.keys import row_key
+from matview.names import quote
+from matview.registry import Registry, View
+from matview.operators.accumulators import OVERFLOW
+
+_OPS = {
+    apsw.SQLITE_INDEX_CONSTRAINT_EQ: "=",
+    apsw.SQLITE_INDEX_CONSTRAINT_GT: ">",
+    apsw.SQLITE_INDEX_CONSTRAINT_GE: ">=",
+    apsw.SQLITE_INDEX_CONSTRAINT_LT: "<",
+    apsw.SQLITE_INDEX_CONSTRAINT_LE: "<=",
+    apsw.SQLITE_INDEX_CONSTRAINT_IS: "IS",
+}
+
+
+class Module:
+    """Registered on each matview connection as module ``matview``."""
+
+    def __init__(self, conn: apsw.Connection, registry: Registry) -> None:
+        self.conn, self.registry = conn, registry
+
+    def Create(self, db: Any, modulename: str, dbname: str, tablename: str, *args: str) -> tuple[str, Table]:
+        view = self.registry.get(tablename)
+        if view is None:
+            raise Error(f"{tablename}: create materialized views with CREATE MATERIALIZED VIEW")
+        columns = ", ".join(
+            f"{quote(c.name)} {c.decltype} COLLATE {quote(c.collation)}" for c in view.entry.plan.columns
+        )
+        return f"CREATE TABLE x({columns})", Table(self, view.name)
+
+    Connect = Create
+
+
+class Table:
+    def __init__(self, module: Module, name: str) -> None:
+        self.module, self.name = module, name
+
+    def view(self) -> View:
+        view = self.module.registry.get(self.name)
+        if view is None:
+            raise Error(f"materialized view {self.name} no longer exists")
+        view.check()
+        return view
+
+    def _indexed_columns(self, view: View) -> set[int]:
+        conn = self.module.conn
+        storage = view.table.table
+        indexed: set[int] = set()
+        names = [c.name.lower() for c in view.entry.plan.columns]
+        for _seq, index_name, *_rest in conn.execute(f"PRAGMA index_list({storage})"):
+            first = conn.execute(f"PRAGMA index_info({quote(index_name)})").fetchone()
+            if first and first[2] and first[2].lower() in names:
+                indexed.add(names.index(first[2].lower()))
+        return indexed
+
+    def BestIndex(self, constraints: Sequence[tuple[int, int]], orderbys: Sequence[tuple[int, bool]]) -> Any:
+        view = self.view()
+        columns = view.entry.plan.columns
+        indexed = self._indexed_columns(view)
+        used: list[Any] = []
+        plan: list[str] = []
+        cost = 1_000_000.0
+        for column, op in constraints:
+            if column < 0 or op not in _OPS or columns[column].collation != "BINARY":
+                used.append(None)
+                continue
+            plan.append(f"{column}:{_OPS[op]}")
+            used.append((len(plan) - 1, False))
+            if column in indexed:
+                cost = min(cost, 10.0 if op in (apsw.SQLITE_INDEX_CONSTRAINT_EQ, apsw.SQLITE_INDEX_CONSTRAINT_IS) else 1000.0)
+            else:
+                cost = min(cost, 500_000.0)
+        return (used, 0, ",".join(plan), False, cost)
+
+    def Open(self) -> Cursor:
+        return Cursor(self)
+
+    def Disconnect(self) -> None:
+        pass
+
+    Destroy = Disconnect
+
+
+class Cursor:
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.rows: list[tuple[Any, ...]] = []
+        self.position = 0
+
+    def Filter(self, indexnum: int, indexname: str, constraintargs: Sequence[Any]) -> None:
+        view = self.table.view()
+        conn = self.table.module.conn
+        columns = view.entry.plan.columns
+        conditions = []
+        for term in indexname.split(",") if indexname else []:
+            column, op = term.split(":")
+            conditions.append(f"{quote(columns[int(column)].name)} {op} ?")
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        stored = conn.execute(f"SELECT {view.table.select_columns} FROM {view.table.table}{where}",
+                              tuple(constraintargs)).fetchall()
+        pending = pending_view_delta(conn, view)
+        width = len(columns)
+        rows: list[tuple[Any, ...]] = []
+        if not pending:
+            for row in stored:
+                rows.extend([row[:width]] * row[-1])
+        else:
+            changes = {row_key(r): (r, w) for r, w in pending.items()}
+            for row in stored:
+                values, key, weight = row[:width], row[width], row[-1]
+                change = changes.pop(key, None)
+                if change is not None:
+                    weight += change[1]
+                if weight > 0:
+                    rows.extend([values] * weight)
+            for values, weight in changes.values():
+                if weight > 0:
+                    rows.extend([values] * weight)
+        self.rows, self.position = rows, 0
+
+    def Eof(self) -> bool:
+        return self.position >= len(self.rows)
+
+    def Rowid(self) -> int:
+        return self.position
+
+    def Column(self, number: int) -> Any:
+        if number == -1:
+            return self.position
+        value = self.rows[self.position][number]
+        if value == OVERFLOW:
+            raise Error(f"integer overflow in materialized view {self.table.name} (as its SELECT would raise)")
+        return value
+
+    def Next(self) -> None:
+        self.position += 1
+
+    def Close(self) -> None:
+        self.rows = []

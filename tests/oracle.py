@@ -1,0 +1,48 @@
+"""The test oracle: a materialized view must equal its defining SELECT, re-run by SQLite, as a bag."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable
+
+
+def typed(value: Any) -> tuple[str, Any]:
+    """A value tagged with its SQLite storage class, so 3 and 3.0 (or '3') never compare equal."""
+    if value is None:
+        return ("null", None)
+    if isinstance(value, bool):
+        return ("integer", int(value))
+    if isinstance(value, int):
+        return ("integer", value)
+    if isinstance(value, float):
+        return ("real", value)
+    if isinstance(value, str):
+        return ("text", value)
+    return ("blob", bytes(value))
+
+
+def bag(rows: Iterable[Iterable[Any]]) -> Counter[tuple[tuple[str, Any], ...]]:
+    return Counter(tuple(typed(v) for v in row) for row in rows)
+
+
+def column_names(cursor: Any) -> list[str]:
+    return [d[0] for d in cursor.getdescription()]
+
+
+def assert_view_matches(conn: Any, view: str, select_sql: str, check_names: bool = True) -> None:
+    """Assert `SELECT * FROM view` equals `select_sql` run now, as a multiset of typed rows.
+
+    `conn` is a matview.Connection (or anything with .execute returning apsw cursors)."""
+    view_cur = conn.execute(f'SELECT * FROM "{view}"')
+    view_rows = view_cur.fetchall()
+    want_cur = conn.execute(select_sql)
+    want_rows = want_cur.fetchall()
+    got, want = bag(view_rows), bag(want_rows)
+    if got != want:
+        missing = want - got
+        extra = got - want
+        raise AssertionError(
+            f"view {view!r} differs from its SELECT\n  missing (in SELECT, not in view): "
+            f"{list(missing.items())[:10]}\n  extra (in view, not in SELECT): {list(extra.items())[:10]}\n"
+            f"  view rows={len(view_rows)} select rows={len(want_rows)}"
+        )
