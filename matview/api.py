@@ -27,6 +27,7 @@ from matview_ext.vtable import Module
 
 _WRITES = {"INSERT", "UPDATE", "DELETE", "REPLACE"}
 _FOLD_BEFORE = {"COMMIT", "END", "RELEASE"}
+_READS = {"SELECT", "WITH", "VALUES", "EXPLAIN", "PRAGMA"}
 _savepoints = itertools.count()
 
 
@@ -55,7 +56,8 @@ class Connection:
         self.registry = Registry(connection)
         self._depth: list[str | None] = []  # open `with` blocks: None = BEGIN, else a savepoint
         self._total_changes = connection.total_changes()
-        connection.create_module("matview", Module(connection, self.registry))
+        self._changes: int | None = None  # changes() of the user's last statement, when a fold followed it
+        connection.create_module("matview", Module(connection, self.registry))  # type: ignore[arg-type]
         connection.set_rollback_hook(self.registry.invalidate)
         catalog.check_version(connection)
 
@@ -68,9 +70,11 @@ class Connection:
             self._run_materialized(special)
             return Rows([])
         word = statements.first_word(sql)
-        if word == "CREATE" and (index := statements.parse_create_index(sql)) is not None:
-            if self.registry.get(index.table) is not None:
-                return self._create_index_on_view(index)
+        if word not in _READS:
+            self._changes = None  # SQLite's changes() survives reads; only a write resets it
+        index = statements.parse_create_index(sql) if word == "CREATE" else None
+        if index is not None and self.registry.get(index.table) is not None:
+            return self._create_index_on_view(index)
         if word in ("DROP", "ALTER"):
             self._refuse_base_ddl(sql)
         if word in _FOLD_BEFORE and not self.apsw.get_autocommit():
@@ -84,6 +88,7 @@ class Connection:
 
     def executemany(self, sql: str, sequence: Iterable[Sequence[Any]]) -> Any:
         self._catch_up()
+        self._changes = None
         word = statements.first_word(sql)
         if word in _WRITES and self.apsw.get_autocommit() and self.registry.sync():
             with self:
@@ -97,14 +102,24 @@ class Connection:
         return Rows(rows)
 
     def _run_materialized(self, statement: Any) -> None:
+        try:
+            self._run_materialized_statement(statement)
+        except apsw.Error as exc:
+            raise Error(f"{type(exc).__name__}: {exc}") from exc
+
+    def _run_materialized_statement(self, statement: Any) -> None:
         with self:
             if isinstance(statement, statements.CreateView):
                 unknown = set(statement.options) - {"maintenance"}
                 if unknown:
                     raise Error(f"unknown view option(s): {', '.join(sorted(unknown))}")
                 lifecycle.create_view(
-                    self.apsw, self.registry, statement.name, statement.select,
-                    statement.options.get("maintenance", "immediate"), statement.if_not_exists,
+                    self.apsw,
+                    self.registry,
+                    statement.name,
+                    statement.select,
+                    statement.options.get("maintenance", "immediate"),
+                    statement.if_not_exists,
                 )
             elif isinstance(statement, statements.DropView):
                 lifecycle.drop_view(self.apsw, self.registry, statement.name, statement.if_exists)
@@ -149,10 +164,15 @@ class Connection:
     def _fold(self, commit: bool) -> None:
         """Fold inside the open transaction: before commit (immediate views, and deferred
         ones past their limit), or everything (flush)."""
-        views = self._views_to_fold(commit)
+        self._fold_views(self._views_to_fold(commit))
+
+    def _fold_views(self, views: list[View]) -> None:
         if not views:
             return
+        # The fold writes on the user's connection; keep what the user's statement reported.
         last_rowid = self.apsw.last_insert_rowid()
+        if self._changes is None:
+            self._changes = self.apsw.changes()
         fold_pending_deltas(self.apsw, self.registry, views)
         self.apsw.set_last_insert_rowid(last_rowid)
 
@@ -172,9 +192,7 @@ class Connection:
         wanted = [v for k, v in views.items() if v.entry.maintenance == "deferred" and k in lowered]
         if wanted and any(pending_count(self.apsw, v) for v in wanted):
             with self:
-                last_rowid = self.apsw.last_insert_rowid()
-                fold_pending_deltas(self.apsw, self.registry, wanted)
-                self.apsw.set_last_insert_rowid(last_rowid)
+                self._fold_views(wanted)
 
     def flush(self) -> None:
         """Fold every pending delta of every view now (deferred views included)."""
@@ -221,7 +239,8 @@ class Connection:
         return self.apsw.last_insert_rowid()
 
     def changes(self) -> int:
-        return self.apsw.changes()
+        """Rows changed by the last statement (not counting matview's own fold)."""
+        return self.apsw.changes() if self._changes is None else self._changes
 
     def create_scalar_function(
         self, name: str, function: Callable[..., Any], numargs: int = -1, *, deterministic: bool = False
@@ -270,8 +289,7 @@ class ViewInfo:
     def explain(self) -> str:
         """The compiled plan: the stage-1 SELECT SQLite runs over deltas, and the operators."""
         plan = self._view.entry.plan
-        lines = [f"view {self.name} ({self.maintenance}) over {plan.table}: {plan.kind}",
-                 f"  stage 1: {plan.stage1}"]
+        lines = [f"view {self.name} ({self.maintenance}) over {plan.table}: {plan.kind}", f"  stage 1: {plan.stage1}"]
         for spec in plan.aggs:
             lines.append(f"  aggregate {spec.sql}")
         if plan.having:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import apsw
 
 from matview import names
+from matview.db import scalar
 from matview.names import quote
 from matview.schema import TableInfo
 
@@ -92,26 +93,31 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
     trg = {e: quote(names.trigger(t, e)) for e in ("before_insert", "insert", "before_update", "update", "delete")}
     conn.execute(
         f"""
-        CREATE TRIGGER IF NOT EXISTS {trg['before_insert']} BEFORE INSERT ON {quote(t)} BEGIN
+        CREATE TRIGGER IF NOT EXISTS {trg["before_insert"]} BEFORE INSERT ON {quote(t)} BEGIN
           DELETE FROM {pre};
           INSERT INTO {pre} {pre_select} WHERE {conflicts(False)};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['insert']} AFTER INSERT ON {quote(t)} BEGIN
-          {emit_vanished.format(cond=vanished('new'))}
-          INSERT INTO {target} {values('new', 1)};
+        CREATE TRIGGER IF NOT EXISTS {trg["insert"]} AFTER INSERT ON {quote(t)} BEGIN
+          {emit_vanished.format(cond=vanished("new"))}
+          INSERT INTO {target} {values("new", 1)};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['before_update']} BEFORE UPDATE ON {quote(t)} BEGIN
+        CREATE TRIGGER IF NOT EXISTS {trg["before_update"]} BEFORE UPDATE ON {quote(t)} BEGIN
           DELETE FROM {pre};
           INSERT INTO {pre} {pre_select} WHERE {conflicts(True)};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['update']} AFTER UPDATE ON {quote(t)} BEGIN
-          INSERT INTO {target} {values('old', -1)};
-          {emit_vanished.format(cond=f'({vanished("new")}) AND NOT (p.{quote(names.ROWID)} IS old.{rowid})'
-                                if table.has_rowid else vanished('new'))}
-          INSERT INTO {target} {values('new', 1)};
+        CREATE TRIGGER IF NOT EXISTS {trg["update"]} AFTER UPDATE ON {quote(t)} BEGIN
+          INSERT INTO {target} {values("old", -1)};
+          {
+            emit_vanished.format(
+                cond=f"({vanished('new')}) AND NOT (p.{quote(names.ROWID)} IS old.{rowid})"
+                if table.has_rowid
+                else vanished("new")
+            )
+        }
+          INSERT INTO {target} {values("new", 1)};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['delete']} AFTER DELETE ON {quote(t)} BEGIN
-          INSERT INTO {target} {values('old', -1)};
+        CREATE TRIGGER IF NOT EXISTS {trg["delete"]} AFTER DELETE ON {quote(t)} BEGIN
+          INSERT INTO {target} {values("old", -1)};
           DELETE FROM {pre} WHERE {preimage_of_old};
         END;
         """
@@ -128,3 +134,13 @@ def remove_capture(conn: apsw.Connection, table: str) -> None:
         conn.execute(f"DROP TRIGGER IF EXISTS {quote(names.trigger(table, event))}")
     conn.execute(f"DROP TABLE IF EXISTS {quote(names.delta_table(table))}")
     conn.execute(f"DROP TABLE IF EXISTS {quote(names.preimage_table(table))}")
+
+
+def capture_installed(conn: apsw.Connection, table: str) -> bool:
+    """True when every capture trigger of `table` exists (a DROP TABLE removes them)."""
+    wanted = [names.trigger(table, e) for e in ("before_insert", "insert", "before_update", "update", "delete")]
+    marks = ", ".join("?" * len(wanted))
+    found = scalar(
+        conn, f"SELECT count(*) FROM main.sqlite_master WHERE type = 'trigger' AND name IN ({marks})", wanted
+    )
+    return bool(found == len(wanted))

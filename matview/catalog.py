@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any, cast
 
 import apsw
 
@@ -89,7 +90,7 @@ def ensure_catalog(conn: apsw.Connection) -> None:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def load_views(conn: apsw.Connection) -> dict[str, ViewEntry]:
@@ -98,9 +99,12 @@ def load_views(conn: apsw.Connection) -> dict[str, ViewEntry]:
         return {}
     views: dict[str, ViewEntry] = {}
     try:
-        rows = conn.execute(
-            f"SELECT name, sql, plan, format, maintenance, base_tables FROM {quote(names.CATALOG)}"
-        ).fetchall()
+        rows = cast(
+            list[Any],
+            conn.execute(
+                f"SELECT name, sql, plan, format, maintenance, base_tables FROM {quote(names.CATALOG)}"
+            ).fetchall(),
+        )
     except apsw.SQLError as exc:
         raise CatalogError(f"matview catalog is corrupt: {exc}") from None
     for name, sql, plan_blob, plan_format, maintenance, base_blob in rows:
@@ -109,7 +113,7 @@ def load_views(conn: apsw.Connection) -> dict[str, ViewEntry]:
         try:
             plan = Plan.from_dict(unpack(plan_blob))
             base_tables = list(unpack(base_blob))
-        except Exception as exc:  # noqa: BLE001 - any decoding failure means a corrupt row
+        except Exception as exc:
             raise CatalogError(f"matview catalog entry of view {name} is corrupt: {exc}") from None
         views[name.lower()] = ViewEntry(name, sql, plan, maintenance, base_tables)
     return views
@@ -120,8 +124,16 @@ def save_view(conn: apsw.Connection, entry: ViewEntry) -> None:
     conn.execute(
         f"INSERT INTO {quote(names.CATALOG)} (name, sql, plan, format, maintenance, base_tables, created_at, "
         "refreshed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (entry.name, entry.sql, pack(entry.plan.to_dict()), PLAN_FORMAT, entry.maintenance,
-         pack(entry.base_tables), now, now),
+        (
+            entry.name,
+            entry.sql,
+            pack(entry.plan.to_dict()),
+            PLAN_FORMAT,
+            entry.maintenance,
+            pack(entry.base_tables),
+            now,
+            now,
+        ),
     )
 
 
@@ -135,13 +147,11 @@ def update_plan(conn: apsw.Connection, name: str, plan: Plan) -> None:
 
 def delete_view(conn: apsw.Connection, name: str) -> None:
     conn.execute(f"DELETE FROM {quote(names.CATALOG)} WHERE name = ?", (name,))
-    conn.execute("DELETE FROM \"__dbsp_progress\" WHERE view = ?", (name,))
+    conn.execute('DELETE FROM "__dbsp_progress" WHERE view = ?', (name,))
 
 
 def get_progress(conn: apsw.Connection, view: str, table: str) -> int:
-    row = conn.execute(
-        'SELECT seq FROM "__dbsp_progress" WHERE view = ? AND base_table = ?', (view, table)
-    ).fetchone()
+    row = conn.execute('SELECT seq FROM "__dbsp_progress" WHERE view = ? AND base_table = ?', (view, table)).fetchone()
     return int(row[0]) if row else 0
 
 

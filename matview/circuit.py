@@ -36,7 +36,7 @@ class Circuit:
         lowered = {c.lower() for c in user_columns}
         aliases = [f"{quote(names.ROWID)} AS {quote(a)}" for a in _ROWID_ALIASES if a not in lowered]
         delta = (
-            f"(SELECT {', '.join(quote(c) for c in user_columns + [names.WEIGHT])}"
+            f"(SELECT {', '.join(quote(c) for c in [*user_columns, names.WEIGHT])}"
             f"{''.join(', ' + a for a in aliases)} FROM {quote(names.delta_table(plan.table))} "
             f"WHERE {quote(names.SEQ)} > :lo AND {quote(names.SEQ)} <= :hi)"
         )

@@ -10,11 +10,13 @@ statement. User functions registered through matview are mirrored onto the conne
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import apsw
 
+from matview.db import scalar
 from matview.names import quote
 from matview.plan import Plan
 
@@ -25,6 +27,7 @@ class Evaluator:
     def __init__(self) -> None:
         self.conn = apsw.Connection(":memory:")
         self._tables: dict[str, tuple[str, str, str]] = {}
+        self._table_numbers = itertools.count()
         self._sum_cache: dict[Any, Any] = {}
 
     def register_function(self, name: str, function: Callable[..., Any], nargs: int, deterministic: bool) -> None:
@@ -34,22 +37,22 @@ class Evaluator:
         """What SQLite's sum() adds for a TEXT or BLOB value: int, or float (never raises)."""
         key = (type(value), value)
         if key not in self._sum_cache:
-            self._sum_cache[key] = self.conn.execute("SELECT sum(?)", (value,)).fetchone()[0]
+            self._sum_cache[key] = scalar(self.conn, "SELECT sum(?)", (value,))
         return self._sum_cache[key]
 
     def _prepare(self, view: str, plan: Plan) -> tuple[str, str, str]:
         found = self._tables.get(view)
         if found is not None:
             return found
-        table = quote(f"post_{len(self._tables)}")
-        columns = ", ".join(
-            f"{quote(c.name)} {c.decltype} COLLATE {quote(c.collation)}" for c in plan.post_columns
-        )
+        table = quote(f"post_{next(self._table_numbers)}")
+        columns = ", ".join(f"{quote(c.name)} {c.decltype} COLLATE {quote(c.collation)}" for c in plan.post_columns)
         self.conn.execute(f"CREATE TABLE {table} ({columns or '__unused'})")
         placeholders = ", ".join("?" for _ in plan.post_columns) or "NULL"
-        insert = f"INSERT INTO {table} (rowid, {', '.join(quote(c.name) for c in plan.post_columns) or '__unused'}) VALUES (?, {placeholders})"
-        selected = list(plan.post_exprs) + [f"({plan.having}) IS TRUE" if plan.having else "1"]
-        select = f"SELECT rowid, {', '.join(f'({e})' for e in selected)} FROM {table} AS {quote(plan.post_alias)} ORDER BY rowid"
+        names = ", ".join(quote(c.name) for c in plan.post_columns) or "__unused"
+        insert = f"INSERT INTO {table} (rowid, {names}) VALUES (?, {placeholders})"
+        selected = [*plan.post_exprs, f"({plan.having}) IS TRUE" if plan.having else "1"]
+        expressions = ", ".join(f"({e})" for e in selected)
+        select = f"SELECT rowid, {expressions} FROM {table} AS {quote(plan.post_alias)} ORDER BY rowid"
         found = (table, insert, select)
         self._tables[view] = found
         return found

@@ -16,6 +16,7 @@ from typing import Any
 import apsw
 
 from matview import catalog, names
+from matview.db import scalar
 from matview.names import quote
 from matview.registry import Registry, View
 from matview.state import StateStore
@@ -27,7 +28,7 @@ def pending_ranges(conn: apsw.Connection, view: View) -> list[tuple[str, int, in
     ranges = []
     for table in view.entry.base_tables:
         lo = catalog.get_progress(conn, view.name, table)
-        hi = conn.execute(f"SELECT max({quote(names.SEQ)}) FROM {quote(names.delta_table(table))}").fetchone()[0]
+        hi = scalar(conn, f"SELECT max({quote(names.SEQ)}) FROM {quote(names.delta_table(table))}")
         if hi is not None and hi > lo:
             ranges.append((table, lo, hi))
     return ranges

@@ -12,6 +12,7 @@ Pipeline (each step small, in the spirit of sqlglot's optimizer passes):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import apsw
 import sqlglot
@@ -30,9 +31,9 @@ from matview.sqltext import (
     Token,
     find_aggregate_calls,
     normalized,
+    splice,
     split_clauses,
     split_top_level,
-    splice,
     tokenize,
 )
 
@@ -87,7 +88,7 @@ def probe_columns(conn: apsw.Connection, sql: str) -> tuple[list[str], list[str]
             conn.execute(f"DROP VIEW IF EXISTS temp.{probe}")
         except apsw.Error:
             pass
-    return [row[1] for row in info], [row[2] or "" for row in info]
+    return [str(row[1]) for row in info], [str(row[2] or "") for row in info]
 
 
 def _sqlite_message(exc: BaseException) -> str:
@@ -95,7 +96,7 @@ def _sqlite_message(exc: BaseException) -> str:
     return text.split(": ", 1)[1] if text.startswith("SQLError: ") else text
 
 
-def _parse(sql: str) -> exp.Expression:
+def _parse(sql: str) -> Any:
     try:
         tree = sqlglot.parse_one(sql, read="sqlite")
     except sqlglot.errors.ParseError as exc:
@@ -103,7 +104,7 @@ def _parse(sql: str) -> exp.Expression:
     return tree
 
 
-def refuse_unsupported(tree: exp.Expression) -> exp.Table:
+def refuse_unsupported(tree: Any) -> exp.Table:
     """Refuse every construct the single-table engine cannot maintain; return the base table."""
     if isinstance(tree, exp.SetOperation):
         raise UnsupportedQuery(f"set operation {tree.key.upper()} (UNION/INTERSECT/EXCEPT) is not supported yet")
@@ -111,13 +112,13 @@ def refuse_unsupported(tree: exp.Expression) -> exp.Table:
         raise UnsupportedQuery(f"{tree.key.upper()}: a materialized view must be defined by a SELECT")
     if tree.args.get("with_") or tree.args.get("with"):
         raise UnsupportedQuery("WITH (common table expressions) is not supported yet")
-    for node in tree.find_all(exp.Window):
-        raise UnsupportedQuery(f"window function {node.sql(dialect='sqlite')[:60]} is not supported yet")
-    for node in tree.find_all(exp.Subquery, exp.Exists):
-        raise UnsupportedQuery(f"subquery {node.sql(dialect='sqlite')[:60]} is not supported yet")
-    for node in tree.find_all(exp.Select):
-        if node is not tree:
-            raise UnsupportedQuery(f"subquery {node.sql(dialect='sqlite')[:60]} is not supported yet")
+    for window in tree.find_all(exp.Window):
+        raise UnsupportedQuery(f"window function {window.sql(dialect='sqlite')[:60]} is not supported yet")
+    for subquery in tree.find_all(exp.Subquery, exp.Exists):
+        raise UnsupportedQuery(f"subquery {subquery.sql(dialect='sqlite')[:60]} is not supported yet")
+    for select in tree.find_all(exp.Select):
+        if select is not tree:
+            raise UnsupportedQuery(f"subquery {select.sql(dialect='sqlite')[:60]} is not supported yet")
     if tree.args.get("joins"):
         raise UnsupportedQuery("JOIN (or a comma-separated FROM list) is not supported yet: one base table per view")
     if tree.args.get("limit") or tree.args.get("offset"):
@@ -261,10 +262,12 @@ class _Builder:
     # -- aggregates --------------------------------------------------------------------
     def aggregate(self, call: AggregateCall, sql: str) -> int:
         """Register an aggregate call (deduplicated) and its stage-1 inputs; its index."""
-        key = normalized(
-            [Token(TokenType.VAR, call.name, 0, 0)] + [t for a in call.args for t in a.tokens], self.qualifiers
-        ) + ((("distinct", str(call.distinct)),)) + (
-            normalized(call.filter.tokens, self.qualifiers) if call.filter else ()
+        key = (
+            normalized(
+                [Token(TokenType.VAR, call.name, 0, 0)] + [t for a in call.args for t in a.tokens], self.qualifiers
+            )
+            + ((("distinct", str(call.distinct)),))
+            + (normalized(call.filter.tokens, self.qualifiers) if call.filter else ())
         )
         if key in self.agg_keys:
             return self.agg_keys[key]
@@ -354,7 +357,7 @@ def build_plan(
     alias: str,
     names: list[str],
     decltypes: list[str],
-    tree: exp.Expression,
+    tree: Any,
 ) -> Plan:
     assert isinstance(tree, exp.Select)
     clauses = split_clauses(sql, tokens)
@@ -376,8 +379,8 @@ def build_plan(
     where_sql = f" WHERE ({where})" if where else ""
     if not is_aggregate:
         if distinct:
-            for column in columns:
-                check_collation(column.collation, f"SELECT DISTINCT column {column.name}")
+            for output in columns:
+                check_collation(output.collation, f"SELECT DISTINCT column {output.name}")
         stage1 = ", ".join(item.text for item in items)
         return Plan(
             table=table.name,
@@ -403,9 +406,7 @@ def build_plan(
         if find_aggregate_calls(sql, toks):
             raise Error("aggregate functions are not allowed in the GROUP BY clause")
         group_terms.append(toks)
-    group_collations = tuple(
-        check_collation(builder.collation_of(toks), "GROUP BY") for toks in group_terms
-    )
+    group_collations = tuple(check_collation(builder.collation_of(toks), "GROUP BY") for toks in group_terms)
     for toks in group_terms:
         builder.add_stage1(Span(sql, toks).text)
     group_norm = [normalized(toks, builder.qualifiers) for toks in group_terms]
@@ -435,9 +436,9 @@ def build_plan(
     if any(a.func == "group_concat" for a in builder.aggs):
         rowid_column = builder.add_stage1(f"{quote(alias)}.rowid")
     post_columns = [
-        PostColumn(table.column(name).name, table.column(name).decltype, table.column(name).collation,  # type: ignore[union-attr]
-                   ("group", index))
+        PostColumn(base.name, base.decltype, base.collation, ("group", index))
         for name, index in group_columns.items()
+        if (base := table.column(name)) is not None
     ] + [PostColumn(f"__a{i}", "", "BINARY", ("agg", i)) for i in range(len(builder.aggs))]
     return Plan(
         table=table.name,

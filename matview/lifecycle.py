@@ -13,9 +13,10 @@ from contextlib import contextmanager
 import apsw
 
 from matview import catalog, names
-from matview.capture import install_capture, remove_capture
+from matview.capture import capture_installed, install_capture, remove_capture
 from matview.catalog import ViewEntry
 from matview.circuit import Circuit
+from matview.db import scalar
 from matview.errors import Error
 from matview.frontend import compile_view
 from matview.names import quote
@@ -55,10 +56,16 @@ def _check_name(name: str) -> None:
         raise Error("a materialized view needs a name")
     if names.is_internal(name):
         raise Error(f"view name {name}: names starting with {names.PREFIX} are reserved for matview")
+    if name.lower().startswith("sqlite_"):
+        raise Error(f"view name {name}: names starting with sqlite_ are reserved for SQLite")
 
 
 def create_view(
-    conn: apsw.Connection, registry: Registry, name: str, sql: str, maintenance: str = "immediate",
+    conn: apsw.Connection,
+    registry: Registry,
+    name: str,
+    sql: str,
+    maintenance: str = "immediate",
     if_not_exists: bool = False,
 ) -> None:
     _check_name(name)
@@ -92,7 +99,7 @@ def _populate(conn: apsw.Connection, view: View) -> None:
     """Initial snapshot: the whole base table as one delta from the empty state, with the
     progress mark at the delta log's current end (those deltas are in the snapshot)."""
     for table in view.entry.base_tables:
-        hi = conn.execute(f"SELECT max({quote(names.SEQ)}) FROM {quote(names.delta_table(table))}").fetchone()[0]
+        hi = scalar(conn, f"SELECT max({quote(names.SEQ)}) FROM {quote(names.delta_table(table))}")
         catalog.set_progress(conn, view.name, table, hi or 0)
     store = StateStore(conn, view.name, writable=True)
     delta = view.circuit.step(view.circuit.stage1_base(conn), store)
@@ -103,14 +110,20 @@ def _populate(conn: apsw.Connection, view: View) -> None:
 def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: bool = False) -> None:
     view = registry.get(name)
     if view is None:
+        kind = _existing_object(conn, name)
+        if kind is not None:
+            raise Error(f"{name} is a {kind}, not a materialized view")
         if if_exists:
             return
         raise Error(f"no such materialized view: {name}")
     with savepoint(conn):
         registry.evaluator.forget(view.name)
         conn.execute(f"DROP TABLE IF EXISTS main.{quote(view.name)}")
-        for table_name in (names.view_table(view.name), names.state_table(view.name),
-                           names.ordered_state_table(view.name)):
+        for table_name in (
+            names.view_table(view.name),
+            names.state_table(view.name),
+            names.ordered_state_table(view.name),
+        ):
             conn.execute(f"DROP TABLE IF EXISTS main.{quote(table_name)}")
         catalog.delete_view(conn, view.name)
         registry.invalidate()
@@ -121,34 +134,38 @@ def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: b
 
 
 def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
-    """Recompute the view from scratch. After its base table was altered, this also
-    re-validates the view and re-creates change capture (when no other view shares it)."""
+    """Recompute the view from scratch. When its base table was altered, or dropped and
+    created again, change capture is rebuilt, and every view sharing that table is
+    rebuilt with it (their progress in the old delta log means nothing any more)."""
     view = registry.get(name)
     if view is None:
         raise Error(f"no such materialized view: {name}")
     with savepoint(conn):
-        plan = compile_view(conn, view.entry.sql)
-        if plan.columns != view.entry.plan.columns:
-            raise Error(
-                f"materialized view {view.name}: its columns would change after the base table was altered; "
-                "DROP and CREATE it again"
-            )
+        targets = {view.name.lower(): view}
         for table in view.entry.base_tables:
             info = read_table(conn, table)
-            if tuple(tuple(c) for c in info.signature) != view.entry.plan.base_signature:
-                others = [v.name for v in registry.views_on(table) if v.name != view.name]
-                if others:
-                    raise Error(
-                        f"base table {table} was altered and is shared with {', '.join(others)}: "
-                        "DROP and CREATE these views again"
-                    )
+            stale = tuple(tuple(c) for c in info.signature) != view.entry.plan.base_signature
+            if stale or not capture_installed(conn, table):
+                for other in registry.views_on(table):
+                    targets.setdefault(other.name.lower(), other)
                 remove_capture(conn, table)
                 install_capture(conn, info)
-        conn.execute(f"DELETE FROM {view.table.table}")
-        conn.execute(f"DELETE FROM {quote(names.state_table(view.name))}")
-        conn.execute(f"DELETE FROM {quote(names.ordered_state_table(view.name))}")
-        catalog.update_plan(conn, view.name, plan)
-        registry.evaluator.forget(view.name)
-        entry = ViewEntry(view.name, view.entry.sql, plan, view.entry.maintenance, view.entry.base_tables)
-        _populate(conn, View(entry, Circuit(view.name, plan, registry.evaluator), view.table))
+        for target in targets.values():
+            _rebuild(conn, registry, target)
     registry.invalidate()
+
+
+def _rebuild(conn: apsw.Connection, registry: Registry, view: View) -> None:
+    plan = compile_view(conn, view.entry.sql)
+    if plan.columns != view.entry.plan.columns:
+        raise Error(
+            f"materialized view {view.name}: its columns would change after its base table was altered; "
+            "DROP and CREATE it again"
+        )
+    conn.execute(f"DELETE FROM {view.table.table}")
+    conn.execute(f"DELETE FROM {quote(names.state_table(view.name))}")
+    conn.execute(f"DELETE FROM {quote(names.ordered_state_table(view.name))}")
+    catalog.update_plan(conn, view.name, plan)
+    registry.evaluator.forget(view.name)
+    entry = ViewEntry(view.name, view.entry.sql, plan, view.entry.maintenance, view.entry.base_tables)
+    _populate(conn, View(entry, Circuit(view.name, plan, registry.evaluator), view.table))

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 import apsw
 
 from matview import catalog
+from matview.capture import capture_installed
 from matview.catalog import ViewEntry
 from matview.circuit import Circuit
+from matview.db import scalar
 from matview.errors import SchemaChanged
 from matview.evaluator import Evaluator
 from matview.schema import read_table
@@ -49,7 +51,7 @@ class Registry:
 
     def sync(self) -> dict[str, View]:
         """Reload the catalog if the schema changed since the last look."""
-        version = self.conn.execute("PRAGMA main.schema_version").fetchone()[0]
+        version = scalar(self.conn, "PRAGMA main.schema_version")
         if version != self._schema_version:
             self._load()
             self._schema_version = version
@@ -66,7 +68,9 @@ class Registry:
                 view = old
             else:
                 self.evaluator.forget(entry.name)
-                view = View(entry, Circuit(entry.name, entry.plan, self.evaluator), ViewTable(entry.name, entry.plan.columns))
+                view = View(
+                    entry, Circuit(entry.name, entry.plan, self.evaluator), ViewTable(entry.name, entry.plan.columns)
+                )
             view.broken = self._validate(entry)
             views[key] = view
         self.views = views
@@ -75,12 +79,17 @@ class Registry:
         for table in entry.base_tables:
             try:
                 info = read_table(self.conn, table)
-            except Exception:  # noqa: BLE001 - any failure to read the table means it is gone or unusable
+            except Exception:
                 return f"materialized view {entry.name}: its base table {table} was dropped; DROP the view"
             if tuple(tuple(c) for c in info.signature) != entry.plan.base_signature:
                 return (
                     f"materialized view {entry.name}: its base table {table} was altered; "
                     "REFRESH MATERIALIZED VIEW or DROP it"
+                )
+            if not capture_installed(self.conn, table):
+                return (
+                    f"materialized view {entry.name}: its base table {table} was dropped and created again "
+                    "(its change capture is gone); REFRESH MATERIALIZED VIEW or DROP it"
                 )
         return None
 

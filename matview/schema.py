@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import apsw
 
+from matview.db import scalar
 from matview.errors import Error, UnsupportedQuery
 from matview.names import is_internal, quote
 
@@ -64,9 +65,9 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
         raise UnsupportedQuery(f"FROM {name}: a {kind} table or view as a base table is not supported yet")
     if is_internal(name):
         raise UnsupportedQuery(f"FROM {name}: matview's internal tables cannot be a view's base table")
-    real_name = conn.execute(
-        "SELECT name FROM main.sqlite_master WHERE type='table' AND name = ? COLLATE NOCASE", (name,)
-    ).fetchone()[0]
+    real_name = str(
+        scalar(conn, "SELECT name FROM main.sqlite_master WHERE type='table' AND name = ? COLLATE NOCASE", (name,))
+    )
     columns: list[Column] = []
     pk_cols: list[tuple[int, str]] = []
     for _cid, col, decltype, _notnull, _default, pk, hidden in conn.execute(

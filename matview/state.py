@@ -35,7 +35,7 @@ def sqlite_order(value: Any) -> tuple[int, Any]:
 
 
 class _Entry:
-    __slots__ = ("ord", "value", "persisted", "delta", "value_changed")
+    __slots__ = ("delta", "ord", "persisted", "value", "value_changed")
 
     def __init__(self, ord_: Any, value: Any, persisted: int) -> None:
         self.ord, self.value, self.persisted, self.delta = ord_, value, persisted, 0
@@ -101,9 +101,9 @@ class StateStore:
                 best = ord_
                 break
         for entry in pending.values():
-            if entry.persisted == 0 and entry.delta > 0:
-                if best is None or _better(entry.ord, best, descending):
-                    best = entry.ord
+            positive_and_new = entry.persisted == 0 and entry.delta > 0
+            if positive_and_new and (best is None or _better(entry.ord, best, descending)):
+                best = entry.ord
         return best
 
     def entries(self, op: int, key: bytes) -> Iterator[tuple[Any, Any, int]]:
@@ -155,9 +155,7 @@ class StateStore:
                 else:
                     updates.append((total, entry.value, op, key, entry.ord))
         if removes:
-            self.conn.executemany(
-                f"DELETE FROM {self.ostate} WHERE operator_id = ? AND key = ? AND ord = ?", removes
-            )
+            self.conn.executemany(f"DELETE FROM {self.ostate} WHERE operator_id = ? AND key = ? AND ord = ?", removes)
         if updates:
             self.conn.executemany(
                 f"UPDATE {self.ostate} SET weight = ?, value = ? WHERE operator_id = ? AND key = ? AND ord = ?",

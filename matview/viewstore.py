@@ -15,6 +15,7 @@ from typing import Any
 import apsw
 
 from matview import names
+from matview.db import scalar
 from matview.errors import Error
 from matview.keys import row_key
 from matview.names import quote
@@ -55,7 +56,7 @@ class ViewTable:
         """V ← V + ΔV."""
         for row, weight in delta.items():
             key = row_key(row)
-            total = conn.execute(self._upsert, (*row, key, weight)).fetchone()[0]
+            total = scalar(conn, self._upsert, (*row, key, weight))
             if total == 0:
                 conn.execute(self._delete, (key,))
             elif total < 0:

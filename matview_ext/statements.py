@@ -93,8 +93,9 @@ def parse_materialized(sql: str) -> CreateView | DropView | RefreshView | None:
     if not _MATERIALIZED.match(sql):
         return None
     if match := _CREATE.match(sql):
-        return CreateView(unquote(match.group(2)), match.group("select"), bool(match.group(1)),
-                          _options(match.group("options")))
+        return CreateView(
+            unquote(match.group(2)), match.group("select"), bool(match.group(1)), _options(match.group("options"))
+        )
     if match := _DROP.match(sql):
         return DropView(unquote(match.group(2)), bool(match.group(1)))
     if match := _REFRESH.match(sql):
@@ -110,8 +111,13 @@ def parse_create_index(sql: str) -> CreateIndex | None:
     match = _CREATE_INDEX.match(sql)
     if not match:
         return None
-    return CreateIndex(bool(match.group(1)), bool(match.group(2)), unquote(match.group(3)),
-                       unquote(match.group(4)), match.group("rest"))
+    return CreateIndex(
+        bool(match.group(1)),
+        bool(match.group(2)),
+        unquote(match.group(3)),
+        unquote(match.group(4)),
+        match.group("rest"),
+    )
 
 
 def table_ddl_target(sql: str) -> str | None:

@@ -19,8 +19,8 @@ from matview.errors import Error
 from matview.fold import pending_view_delta
 from matview.keys import row_key
 from matview.names import quote
-from matview.registry import Registry, View
 from matview.operators.accumulators import OVERFLOW
+from matview.registry import Registry, View
 
 _OPS = {
     apsw.SQLITE_INDEX_CONSTRAINT_EQ: "=",
@@ -39,7 +39,9 @@ class Module:
         self.conn, self.registry = conn, registry
 
     def Create(self, db: Any, modulename: str, dbname: str, tablename: str, *args: str) -> tuple[str, Table]:
-        view = self.registry.get(tablename)
+        # SQLite reconnects virtual tables in the middle of ALTER TABLE, when running SQL
+        # fails: answer from the registry's cache when it knows the view.
+        view = self.registry.views.get(tablename.lower()) or self.registry.get(tablename)
         if view is None:
             raise Error(f"{tablename}: create materialized views with CREATE MATERIALIZED VIEW")
         columns = ", ".join(
@@ -86,7 +88,9 @@ class Table:
             plan.append(f"{column}:{_OPS[op]}")
             used.append((len(plan) - 1, False))
             if column in indexed:
-                cost = min(cost, 10.0 if op in (apsw.SQLITE_INDEX_CONSTRAINT_EQ, apsw.SQLITE_INDEX_CONSTRAINT_IS) else 1000.0)
+                cost = min(
+                    cost, 10.0 if op in (apsw.SQLITE_INDEX_CONSTRAINT_EQ, apsw.SQLITE_INDEX_CONSTRAINT_IS) else 1000.0
+                )
             else:
                 cost = min(cost, 500_000.0)
         return (used, 0, ",".join(plan), False, cost)
@@ -115,8 +119,9 @@ class Cursor:
             column, op = term.split(":")
             conditions.append(f"{quote(columns[int(column)].name)} {op} ?")
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-        stored = conn.execute(f"SELECT {view.table.select_columns} FROM {view.table.table}{where}",
-                              tuple(constraintargs)).fetchall()
+        stored: list[Any] = conn.execute(
+            f"SELECT {view.table.select_columns} FROM {view.table.table}{where}", tuple(constraintargs)
+        ).fetchall()
         pending = pending_view_delta(conn, view)
         width = len(columns)
         rows: list[tuple[Any, ...]] = []

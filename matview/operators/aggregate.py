@@ -98,7 +98,9 @@ class Aggregate:
         return delta
 
     def _post_row(self, group: list[Any], results: list[Any]) -> list[Any]:
-        return [group[1][i] if kind == "group" else results[i] for _, _, _, (kind, i) in self.plan.post_columns]
+        return [
+            group[1][c.source[1]] if c.source[0] == "group" else results[c.source[1]] for c in self.plan.post_columns
+        ]
 
     @staticmethod
     def _output(source: str, index: int, group: list[Any], results: list[Any], exprs: list[Any]) -> Any:

@@ -1,0 +1,529 @@
+"""Randomized differential tests: every materialized view must equal its defining SELECT.
+
+Each test builds a base table in a real file, creates every view twice (maintenance =
+'immediate' and 'deferred'), runs writes (plain, INSERT OR REPLACE, upserts, explicit
+transactions, rollbacks, savepoints, reopen, writes through stdlib `sqlite3`, flush,
+REFRESH, DROP/re-CREATE) and after every step - including inside open transactions -
+checks each view against its SELECT re-run by SQLite (`oracle.assert_view_matches`).
+
+Generators live in strategies.py. Default run is short (CI); `HYPOTHESIS_PROFILE=long`
+runs ~40x more examples. On failure the message carries a self-contained replay script.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import apsw
+import apsw.ext
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+_HERE = Path(__file__).resolve().parent
+for _p in (str(_HERE), str(_HERE.parent)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+import strategies as S  # noqa: E402
+from oracle import assert_view_matches, bag  # noqa: E402
+
+matview: Any = pytest.importorskip("matview")
+
+LONG = os.environ.get("HYPOTHESIS_PROFILE", "") == "long"
+_SCALE = 40 if LONG else 1
+
+
+def hsettings(examples: int) -> settings:
+    return settings(
+        max_examples=examples * _SCALE,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+        print_blob=True,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# running a Program
+
+
+class Rollback(Exception):
+    """Raised at the end of a `with conn:` block to make it roll back."""
+
+
+def is_constraint_error(e: BaseException) -> bool:
+    return isinstance(e, (apsw.ConstraintError, sqlite3.IntegrityError)) or "constraint failed" in str(e).lower()
+
+
+WRITE_VERBS = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+
+class Runner:
+    """Executes a Program against matview and checks every view after every step.
+
+    Keeps a Python replay script of everything it did (`self.script`)."""
+
+    def __init__(self, path: Path, program: S.Program):
+        self.path = str(path)
+        self.p = program
+        self.live: dict[str, str] = {}  # view name -> defining SELECT
+        self.opens = 0
+        self.lines: list[str] = [
+            "import apsw, sqlite3, matview",
+            "from oracle import assert_view_matches  # tests/oracle.py",
+            "class Rollback(Exception): pass",
+            "def w(conn, sql):  # a write; constraint violations are expected and ignored",
+            "    try: conn.execute(sql).fetchall()",
+            "    except Exception as e:",
+            "        if 'constraint failed' not in str(e).lower(): raise",
+            "PATH = '/tmp/repro.db'  # must not exist",
+        ]
+        self.indent = ""
+        self.conn: Any = None
+
+    # -- script --------------------------------------------------------------------------
+    def emit(self, line: str) -> None:
+        self.lines.append(self.indent + line)
+
+    @property
+    def script(self) -> str:
+        return "\n".join(self.lines)
+
+    # -- engine calls ------------------------------------------------------------------------
+    def open(self) -> None:
+        self.opens += 1
+        if self.opens % 3 == 0:
+            self.emit("conn = matview.install(apsw.Connection(PATH))")
+            self.conn = matview.install(apsw.Connection(self.path))
+        else:
+            self.emit("conn = matview.connect(PATH)")
+            self.conn = matview.connect(self.path)
+
+    def control(self, sql: str) -> None:
+        self.emit(f"conn.execute({sql!r}).fetchall()")
+        list(self.conn.execute(sql))
+
+    def write(self, sql: str) -> None:
+        self.emit(f"w(conn, {sql!r})")
+        try:
+            list(self.conn.execute(sql))
+        except Exception as e:  # noqa: BLE001
+            if not is_constraint_error(e):
+                raise
+
+    def view_names(self, i: int) -> list[tuple[str, str]]:
+        weird = self.p.schema.table != "t"
+        return [(f"V {i} imm" if weird else f"v{i}_imm", "immediate"), (f"V {i} def" if weird else f"v{i}_def", "deferred")]
+
+    def create(self, i: int) -> None:
+        view = self.p.views[i]
+        for name, mode in self.view_names(i):
+            if name in self.live:
+                continue
+            ine = "IF NOT EXISTS " if (i + self.opens) % 2 else ""
+            sql = f"CREATE MATERIALIZED VIEW {ine}{S.q(name)} WITH (maintenance = '{mode}') AS {view.sql}"
+            self.emit(f"conn.execute({sql!r})")
+            try:
+                list(self.conn.execute(sql))
+            except matview.UnsupportedQuery as e:
+                raise AssertionError(f"supported view refused: {view.sql}\n  -> {e!r}") from e
+            self.live[name] = view.sql
+            self.check_names(name)
+
+    def drop(self, i: int) -> None:
+        for name, _ in self.view_names(i):
+            if name in self.live:
+                sql = f"DROP MATERIALIZED VIEW {'IF EXISTS ' if i % 2 else ''}{S.q(name)}"
+                self.control(sql)
+                del self.live[name]
+
+    def refresh(self, i: int) -> None:
+        for name, _ in self.view_names(i):
+            if name in self.live:
+                self.control(f"REFRESH MATERIALIZED VIEW {S.q(name)}")
+
+    def flush(self) -> None:
+        self.emit("conn.flush()")
+        self.conn.flush()
+
+    def reopen(self) -> None:
+        self.emit("conn.close()")
+        self.conn.close()
+        self.open()
+        for name in self.live:
+            self.check_names(name)
+
+    def stdlib(self, stmts: list[str], commit: bool) -> None:
+        self.emit("db = sqlite3.connect(PATH, isolation_level=None)")
+        db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+        try:
+            txn = len(stmts) > 1 or not commit
+            if txn:
+                self.emit("db.execute('BEGIN')")
+                db.execute("BEGIN")
+            for sql in stmts:
+                self.emit(f"w(db, {sql!r})")
+                try:
+                    db.execute(sql)
+                except sqlite3.IntegrityError:
+                    pass
+                except sqlite3.Error as e:
+                    raise AssertionError(f"stdlib sqlite3 {sqlite3.sqlite_version} write failed: {sql}\n  -> {e!r}") from e
+            if txn:
+                end = "COMMIT" if commit else "ROLLBACK"
+                self.emit(f"db.execute({end!r})")
+                db.execute(end)
+        finally:
+            db.close()
+            self.emit("db.close()")
+
+    # -- checks ------------------------------------------------------------------------------
+    def check(self) -> None:
+        for name, sql in self.live.items():
+            self.emit(f"assert_view_matches(conn, {name!r}, {sql!r})")
+            assert_view_matches(self.conn, name, sql)
+
+    def check_names(self, name: str) -> None:
+        sql = self.live[name]
+        got = [d[0] for d in apsw.ext.query_info(self.conn.apsw, f"SELECT * FROM {S.q(name)}").description]
+        want = [d[0] for d in apsw.ext.query_info(self.conn.apsw, sql).description]
+        assert got == want, f"view {name!r} column names {got} != SELECT's {want}"
+
+    # -- program -----------------------------------------------------------------------------
+    def op(self, op: tuple) -> None:
+        kind = op[0]
+        if kind == "sql":
+            if op[1].lstrip().upper().startswith(WRITE_VERBS):
+                self.write(op[1])
+            else:
+                self.control(op[1])
+        elif kind == "flush":
+            self.flush()
+        elif kind == "reopen":
+            self.reopen()
+        elif kind == "stdlib":
+            self.stdlib(op[1], op[2])
+        elif kind == "refresh":
+            self.refresh(op[1])
+        elif kind == "create":
+            self.create(op[1])
+        elif kind == "drop":
+            self.drop(op[1])
+        elif kind == "with":
+            self.with_block(op[1], op[2])
+        else:
+            raise ValueError(op)
+        self.check()
+
+    def with_block(self, body: list[tuple], do_raise: bool) -> None:
+        self.emit("try:")
+        self.emit("    with conn:")
+        saved = self.indent
+        self.indent += "        "
+        try:
+            with self.conn:
+                for sub in body:
+                    self.op(sub)
+                if do_raise:
+                    self.emit("raise Rollback")
+                    raise Rollback()
+        except Rollback:
+            pass
+        finally:
+            self.indent = saved
+        self.emit("except Rollback:")
+        self.emit("    pass")
+
+    def run(self) -> None:
+        self.open()
+        self.control(self.p.schema.create_sql())
+        for w in self.p.initial:
+            self.write(w)
+        for i in range(len(self.p.views)):
+            self.create(i)
+        self.check()
+        for op in self.p.ops:
+            self.op(op)
+        self.conn.close()
+
+
+def run_program(path: Path, program: S.Program) -> None:
+    runner = Runner(path, program)
+    try:
+        runner.run()
+    except Exception as e:
+        # Every failure carries the replay script (an engine exception too, e.g. apsw.SQLError).
+        head = str(e) if isinstance(e, AssertionError) else f"{type(e).__module__}.{type(e).__name__}: {e}"
+        raise AssertionError(f"{head}\n--- replay ---\n{runner.script}") from e
+    finally:
+        if runner.conn is not None:
+            try:
+                runner.conn.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+_counter = [0]
+
+
+def fresh_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    _counter[0] += 1
+    return tmp_path_factory.mktemp(f"diff{_counter[0]}") / "db.sqlite"
+
+
+# --------------------------------------------------------------------------------------
+# randomized tests
+
+MIXED = S.Config()
+AGGREGATES = S.Config(n_views=(2, 3), view_kinds=("agg", "global_agg"), n_ops=(4, 16))
+TRANSACTIONS = S.Config(n_ops=(4, 12), w_write=15, w_with=15, w_begin=15, w_savepoint=15, w_reopen=2, w_stdlib=2)
+CROSS = S.Config(n_ops=(4, 12), w_write=15, w_reopen=12, w_stdlib=15, w_flush=8, w_refresh=4, w_create=5, w_drop=4)
+
+
+@hsettings(40)
+@given(program=S.programs(MIXED))
+def test_random_views_and_writes(tmp_path_factory, program):
+    run_program(fresh_db(tmp_path_factory), program)
+
+
+@hsettings(30)
+@given(program=S.programs(AGGREGATES))
+def test_random_aggregates(tmp_path_factory, program):
+    run_program(fresh_db(tmp_path_factory), program)
+
+
+@hsettings(25)
+@given(program=S.programs(TRANSACTIONS))
+def test_random_transactions_and_savepoints(tmp_path_factory, program):
+    run_program(fresh_db(tmp_path_factory), program)
+
+
+@hsettings(20)
+@given(program=S.programs(CROSS))
+def test_random_reopen_stdlib_refresh(tmp_path_factory, program):
+    run_program(fresh_db(tmp_path_factory), program)
+
+
+@pytest.mark.parametrize("seed", range(3 * _SCALE))
+def test_seeded_programs(tmp_path, seed):
+    """Plain-`random` programs (no shrinking): cheap extra coverage, reproducible by seed."""
+    rng_cfg = [MIXED, AGGREGATES, TRANSACTIONS, CROSS][seed % 4]
+    run_program(tmp_path / "db.sqlite", S.random_program(seed, rng_cfg))
+
+
+# --------------------------------------------------------------------------------------
+# hand-written coverage of every construct the contract lists as supported
+
+FEATURE_TABLE = "CREATE TABLE f (id INTEGER PRIMARY KEY, i INTEGER, r REAL, s TEXT, u)"
+FEATURE_WRITES = [
+    "INSERT INTO f (i, r, s, u) VALUES (1, 1.5, 'ab', 1), (2, -0.25, 'b', 2.5), (1, NULL, 'a', 'x'), (NULL, 3.0, NULL, NULL)",
+    "INSERT INTO f (i, r, s, u) VALUES (7, 2.25, 'abc', 3), (8, 0.0, '', 4), (15, 10.5, 'B', 'y')",
+    "UPDATE f SET i = i + 1 WHERE id % 2 = 0",
+    "DELETE FROM f WHERE s = 'b'",
+    "INSERT OR REPLACE INTO f (id, i, r, s) VALUES (1, 3, 0.75, 'zz'), (50, 3, 0.5, 'ab')",
+    "UPDATE f SET s = s || 'a', r = r + 0.25 WHERE i IS NOT NULL",
+    "DELETE FROM f WHERE i = 3",
+    "INSERT INTO f (i, r, s, u) VALUES (3, 4.5, 'ab', 5)",
+    "DELETE FROM f",
+    "INSERT INTO f (i, r, s, u) VALUES (2, 1.0, 'ab', 1), (2, 1.0, 'ab', 1)",
+]
+FEATURE_VIEWS = [
+    "SELECT * FROM f",
+    "SELECT i, s AS name FROM f WHERE r > 0",
+    "SELECT i / 2 AS half, i % 3, -i, i * 2 + 1 FROM f",
+    "SELECT s || '!' , upper(s), lower(s), length(s), substr(s, 1, 1), abs(r), round(r), round(r, 1) FROM f",
+    "SELECT CASE WHEN i > 2 THEN 'big' WHEN i IS NULL THEN 'none' ELSE 'small' END FROM f",
+    "SELECT CAST(r AS INTEGER), CAST(i AS TEXT), CAST(s AS REAL), CAST(u AS NUMERIC) FROM f",
+    "SELECT coalesce(i, -1), ifnull(s, '?'), nullif(i, 2) FROM f",
+    "SELECT max(i, 3), min(r, 1.0), max(s, 'b') FROM f",
+    "SELECT id FROM f WHERE i IN (1, 2, 7) OR s NOT IN ('a', 'b')",
+    "SELECT id FROM f WHERE r BETWEEN 0 AND 2.5",
+    "SELECT id FROM f WHERE s LIKE 'a%' OR s GLOB '[Bb]*'",
+    "SELECT id FROM f WHERE i IS NULL OR r IS NOT NULL",
+    "SELECT date('2024-01-01', '+' || i || ' days'), julianday('2024-01-01'), strftime('%Y', '2024-05-06') FROM f",
+    "SELECT typeof(i), typeof(r), typeof(s), typeof(u) FROM f",
+    "SELECT COUNT(*), COUNT(i), SUM(i), TOTAL(r), AVG(r), MIN(s), MAX(r) FROM f",
+    "SELECT i, COUNT(*), SUM(r), MIN(s), MAX(s), AVG(i) FROM f GROUP BY i",
+    "SELECT GROUP_CONCAT(s), GROUP_CONCAT(i, '-') FROM f",
+    "SELECT i, GROUP_CONCAT(s, '-') FROM f GROUP BY i",
+    "SELECT COUNT(DISTINCT i), SUM(DISTINCT r), AVG(DISTINCT i) FROM f",
+    "SELECT s, COUNT(DISTINCT i), SUM(DISTINCT i) FROM f GROUP BY s",
+    "SELECT i, SUM(r) / COUNT(*), MAX(r) - MIN(r), COUNT(*) * 2 + 1 FROM f GROUP BY i",
+    "SELECT i, COUNT(*) FROM f GROUP BY i HAVING COUNT(*) > 1",
+    "SELECT i, SUM(r) FROM f GROUP BY i HAVING SUM(r) > 1 AND MIN(s) IS NOT NULL",
+    "SELECT i % 7, COUNT(*) FROM f GROUP BY i % 7",
+    "SELECT substr(s, 1, 1) AS initial, COUNT(*), TOTAL(r) FROM f GROUP BY substr(s, 1, 1)",
+    "SELECT DISTINCT i FROM f",
+    "SELECT DISTINCT s, i % 2 FROM f",
+    "SELECT i, COUNT(*) FROM f GROUP BY i ORDER BY 2 DESC",
+    "SELECT * FROM f ORDER BY s",
+    "SELECT COUNT(*) FROM f HAVING COUNT(*) > 0",
+    "SELECT SUM(i) FROM f WHERE i > 100",
+    "SELECT i, s, COUNT(*) FROM f GROUP BY i, s",
+    "SELECT u, COUNT(*) FROM f WHERE typeof(u) = 'integer' GROUP BY u",
+]
+
+
+@pytest.mark.parametrize("view_sql", FEATURE_VIEWS)
+def test_supported_construct(tmp_path, view_sql):
+    program = S.Program(
+        schema=S.Schema("t", [], raw_create=FEATURE_TABLE),
+        views=[S.ViewDef(view_sql, "hand")],
+        initial=[],
+        ops=[("sql", w) for w in FEATURE_WRITES[:5]]
+        + [("reopen",), ("flush",)]
+        + [("with", [("sql", w) for w in FEATURE_WRITES[5:8]], False)]
+        + [("with", [("sql", FEATURE_WRITES[8])], True)]
+        + [("sql", w) for w in FEATURE_WRITES[8:]],
+    )
+    run_program(tmp_path / "db.sqlite", program)
+
+
+# --------------------------------------------------------------------------------------
+# deterministic scenarios
+
+
+def _views_both_modes(conn: Any, defs: dict[str, str]) -> dict[str, str]:
+    live = {}
+    for base, sql in defs.items():
+        for mode in ("immediate", "deferred"):
+            name = f"{base}_{mode[:3]}"
+            conn.execute(f"CREATE MATERIALIZED VIEW {name} WITH (maintenance = '{mode}') AS {sql}")
+            live[name] = sql
+    return live
+
+
+def _check_all(conn: Any, live: dict[str, str]) -> None:
+    for name, sql in live.items():
+        assert_view_matches(conn, name, sql)
+
+
+def test_empty_table_aggregates(tmp_path):
+    path = str(tmp_path / "db.sqlite")
+    conn = matview.connect(path)
+    conn.execute("CREATE TABLE e (id INTEGER PRIMARY KEY, x INTEGER, y REAL, s TEXT)")
+    live = _views_both_modes(conn, {
+        "whole": "SELECT COUNT(*), COUNT(x), SUM(x), TOTAL(y), AVG(y), MIN(x), MAX(s), GROUP_CONCAT(s), "
+                 "COUNT(DISTINCT x), SUM(DISTINCT y) FROM e",
+        "filtered": "SELECT COUNT(*), SUM(y) FROM e WHERE x > 5",
+        "expr": "SELECT coalesce(SUM(x), 0) + COUNT(*), MAX(y) - MIN(y) FROM e",
+        "having": "SELECT COUNT(*) FROM e HAVING COUNT(*) > 0",
+    })
+    _check_all(conn, live)
+    for name in ("whole_imm", "whole_def", "filtered_imm", "expr_def"):
+        rows = conn.execute(f"SELECT * FROM {name}").fetchall()
+        assert len(rows) == 1, (name, rows)
+    assert conn.execute("SELECT * FROM whole_imm").fetchall()[0][:5] == (0, 0, None, 0.0, None)
+    assert conn.execute("SELECT * FROM having_def").fetchall() == []
+    conn.execute("INSERT INTO e (x, y, s) VALUES (1, 0.5, 'a'), (7, 1.25, 'b')")
+    _check_all(conn, live)
+    assert conn.execute("SELECT * FROM having_imm").fetchall() == [(2,)]
+    conn.execute("DELETE FROM e")
+    _check_all(conn, live)
+    assert conn.execute("SELECT * FROM whole_def").fetchall()[0][:5] == (0, 0, None, 0.0, None)
+    with conn:
+        conn.execute("INSERT INTO e (x) VALUES (9)")
+        _check_all(conn, live)
+        conn.execute("DELETE FROM e")
+        _check_all(conn, live)
+    conn.close()
+    conn = matview.connect(path)
+    _check_all(conn, live)
+    conn.close()
+
+
+def test_group_empties_and_comes_back(tmp_path):
+    path = str(tmp_path / "db.sqlite")
+    conn = matview.connect(path)
+    conn.execute("CREATE TABLE g (id INTEGER PRIMARY KEY, k TEXT, v INTEGER)")
+    live = _views_both_modes(conn, {
+        "byk": "SELECT k, COUNT(*) AS n, SUM(v) AS total, MIN(v), MAX(v), GROUP_CONCAT(v) FROM g GROUP BY k",
+        "dist": "SELECT DISTINCT k FROM g",
+    })
+    conn.execute("INSERT INTO g (k, v) VALUES ('a', 1), ('a', 2), ('b', 3)")
+    _check_all(conn, live)
+    conn.execute("DELETE FROM g WHERE k = 'a'")
+    _check_all(conn, live)
+    for name in ("byk_imm", "byk_def"):
+        assert [r[0] for r in conn.execute(f"SELECT * FROM {name}").fetchall()] == ["b"]
+    conn.execute("INSERT INTO g (k, v) VALUES ('a', 10)")
+    _check_all(conn, live)
+    assert sorted(conn.execute("SELECT k, n, total FROM byk_def").fetchall()) == [("a", 1, 10), ("b", 1, 3)]
+    # empty and refill the same group inside one transaction, and across a rollback
+    with conn:
+        conn.execute("DELETE FROM g WHERE k = 'b'")
+        _check_all(conn, live)
+        conn.execute("INSERT INTO g (k, v) VALUES ('b', 4)")
+        _check_all(conn, live)
+    conn.execute("BEGIN")
+    conn.execute("DELETE FROM g")
+    _check_all(conn, live)
+    conn.execute("ROLLBACK")
+    _check_all(conn, live)
+    conn.execute("UPDATE g SET k = 'c' WHERE k = 'a'")  # group a moves to c
+    _check_all(conn, live)
+    conn.flush()
+    conn.execute("UPDATE g SET k = 'a'")
+    _check_all(conn, live)
+    conn.close()
+
+
+@pytest.mark.parametrize("seed", range(2 * _SCALE))
+def test_many_groups(tmp_path, seed):
+    """>= 1000 groups: bulk load, then updates/deletes that empty groups and refill them."""
+    rng = random.Random(seed)
+    path = str(tmp_path / "db.sqlite")
+    conn = matview.connect(path)
+    conn.execute("CREATE TABLE big (id INTEGER PRIMARY KEY, k INTEGER, v REAL, s TEXT)")
+    ngroups = 1500
+    before = _views_both_modes(conn, {
+        "agg": "SELECT k, COUNT(*) AS n, SUM(v), MIN(v), MAX(s), AVG(v), TOTAL(v), COUNT(DISTINCT s) FROM big GROUP BY k",
+        "gc": "SELECT k, GROUP_CONCAT(s, '-') FROM big GROUP BY k",
+    })
+    rows = [(rng.randrange(ngroups), rng.randint(-400, 400) * 0.25, rng.choice("abcdefg")) for _ in range(5000)]
+    with conn:
+        conn.executemany("INSERT INTO big (k, v, s) VALUES (?, ?, ?)", rows)
+    after = _views_both_modes(conn, {
+        "bucket": "SELECT k % 97 AS b, COUNT(*), SUM(k) FROM big GROUP BY k % 97 HAVING COUNT(*) > 45",
+        "dist": "SELECT DISTINCT k / 3, s FROM big",
+        "whole": "SELECT COUNT(*), SUM(v), MIN(k), MAX(k) FROM big",
+    })
+    live = {**before, **after}
+    _check_all(conn, live)
+    assert conn.execute("SELECT COUNT(*) FROM agg_imm").fetchall()[0][0] >= 1000
+    for step in range(14):
+        a = rng.randrange(ngroups)
+        b = a + rng.randint(0, 60)
+        op = rng.choice(["empty", "refill", "move", "update", "mixed", "reopen", "flush", "rollback"])
+        if op == "empty":
+            conn.execute(f"DELETE FROM big WHERE k BETWEEN {a} AND {b}")
+        elif op == "refill":
+            conn.executemany("INSERT INTO big (k, v, s) VALUES (?, ?, ?)",
+                             [(rng.randint(a, b), rng.randint(-40, 40) * 0.5, rng.choice("abcxyz")) for _ in range(200)])
+        elif op == "move":
+            conn.execute(f"UPDATE big SET k = (k + {rng.randint(1, 50)}) % {ngroups} WHERE id % {rng.randint(5, 20)} = 0")
+        elif op == "update":
+            conn.execute(f"UPDATE big SET v = v + 0.25, s = upper(s) WHERE k BETWEEN {a} AND {b}")
+        elif op == "mixed":
+            with conn:
+                conn.execute(f"DELETE FROM big WHERE k BETWEEN {a} AND {b}")
+                conn.execute(f"INSERT INTO big (k, v, s) SELECT k, v, s FROM big WHERE k BETWEEN {b} AND {b + 30}")
+                _check_all(conn, live)
+                conn.execute(f"UPDATE big SET k = {a} WHERE k = {b + 1}")
+        elif op == "reopen":
+            conn.close()
+            conn = matview.connect(path)
+        elif op == "flush":
+            conn.execute(f"DELETE FROM big WHERE id % 7 = {step % 7}")
+            conn.flush()
+        else:
+            conn.execute("BEGIN")
+            conn.execute(f"DELETE FROM big WHERE k < {a}")
+            _check_all(conn, live)
+            conn.execute("ROLLBACK")
+        _check_all(conn, live)
+    conn.close()
