@@ -1037,9 +1037,9 @@ def print_table(args, elapsed):
             tb.add_column(h, overflow="fold")
         last = None
         for r in ROWS:
-            if last is not None and r["measure"] != last:
+            if last is not None and r["view"] != last:
                 tb.add_section()
-            last = r["measure"]
+            last = r["view"]
             style = "bold red" if r["met"].startswith("NO") else None
             tb.add_row(*[str(r[k]) for k, _ in cols], style=style)
         con.print(tb)

@@ -190,9 +190,13 @@ class Connection:
         lowered = sql.lower()
         views = self.registry.sync()
         wanted = [v for k, v in views.items() if v.entry.maintenance == "deferred" and k in lowered]
-        if wanted and any(pending_count(self.apsw, v) for v in wanted):
+        if not wanted or self.apsw.readonly("main") or not any(pending_count(self.apsw, v) for v in wanted):
+            return
+        try:
             with self:
                 self._fold_views(wanted)
+        except (apsw.BusyError, apsw.ReadOnlyError):
+            pass  # only an optimization: the read merges the pending deltas itself
 
     def flush(self) -> None:
         """Fold every pending delta of every view now (deferred views included)."""

@@ -443,7 +443,7 @@ def build_plan(
     return Plan(
         table=table.name,
         kind="aggregate",
-        stage1=f"SELECT {', '.join(builder.stage1)}, {{weight}} FROM {{source}} AS {quote(alias)}{where_sql}",
+        stage1=f"SELECT {', '.join([*builder.stage1, '{weight}'])} FROM {{source}} AS {quote(alias)}{where_sql}",
         columns=columns,
         distinct=distinct,
         group_collations=group_collations,

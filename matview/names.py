@@ -41,7 +41,13 @@ def preimage_table(table: str) -> str:
 
 
 def trigger(table: str, event: str) -> str:
-    return f"{PREFIX}trg_{table}_{event}"
+    # The event comes first: `trg_<table>_<event>` made table `a` + `before_insert`
+    # the same name as table `a_before` + `insert`.
+    return f"{PREFIX}trg_{event}_{table}"
+
+
+def view_key_index(view: str) -> str:
+    return f"{PREFIX}key_{view}"
 
 
 # Columns matview adds; the prefix keeps them from colliding with user columns.

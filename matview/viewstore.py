@@ -46,7 +46,7 @@ class ViewTable:
             f"{quote(names.KEY)} BLOB NOT NULL, {quote(names.WEIGHT)} INTEGER NOT NULL)"
         )
         conn.execute(
-            f"CREATE UNIQUE INDEX {quote(names.view_table(self.view) + '__key')} ON {self.table} ({quote(names.KEY)})"
+            f"CREATE UNIQUE INDEX {quote(names.view_key_index(self.view))} ON {self.table} ({quote(names.KEY)})"
         )
 
     def insert_initial(self, conn: apsw.Connection, delta: ZSet[tuple[Any, ...]]) -> None:

@@ -19,6 +19,9 @@ Protocol on stdout (one line each, flushed):
 MODES
   small   endless small transactions, sometimes a conn.flush()
   big     endless 20k-row transactions followed by conn.flush()
+  pending endless 8k-row transactions (under the deferred view's pending_limit, so only the
+          immediate view folds at commit); every third one is followed by a conn.flush() that
+          folds the ~24k pending rows of the deferred view
   midtx   a few small transactions, then one left open (with conn:) while sleeping
   midsql  same but the open transaction is a SQL BEGIN and a SAVEPOINT
   create  CREATE MATERIALIZED VIEW v_late over the whole table (kill lands mid-create)
@@ -63,7 +66,8 @@ def write_txn(conn: matview.Connection, rng: random.Random, txn: int, count: int
     )
     # update an old committed row (its txn stays; only val/grp/note change)
     conn.execute(
-        "UPDATE t SET val = ?, grp = ?, note = note || 'u' WHERE id = (SELECT max(id) FROM t WHERE txn > 0 AND id % 7 = ?)",
+        "UPDATE t SET val = ?, grp = ?, note = note || 'u' "
+        "WHERE id = (SELECT max(id) FROM t WHERE txn > 0 AND id % 7 = ?)",
         (rng.randrange(-1000, 1001), rng.randrange(10), rng.randrange(7)),
     )
 
@@ -108,15 +112,17 @@ def main() -> None:
             say("OPEN", txn)
             time.sleep(60)
         return
+    done = 0
     while True:
-        count = 20000 if mode == "big" else 1 + txn % 5
+        count = {"big": 20000, "pending": 8000}.get(mode, 1 + txn % 5)
         say("BEGIN", txn)
         with conn:
             write_txn(conn, rng, txn, count)
             say("PRECOMMIT", txn)
         say("C", txn)
         txn += 1
-        if mode == "big" or rng.random() < 0.2:
+        done += 1
+        if mode == "big" or (mode == "pending" and done % 3 == 0) or (mode == "small" and rng.random() < 0.2):
             say("FLUSH")
             conn.flush()
             say("FLUSHED")

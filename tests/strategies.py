@@ -149,7 +149,7 @@ def gen_text(r: Chooser) -> str:
 @dataclass
 class Column:
     name: str
-    kind: str  # 'ipk' | 'int' | 'real' | 'text' | 'any'
+    kind: str  # 'ipk' | 'int' | 'real' | 'text' | 'num' (NUMERIC affinity) | 'any'
     decl: str  # declared type text ('' for untyped)
     unique: bool = False
 
@@ -164,6 +164,9 @@ class Column:
             "int": frozenset("it"),  # INTEGER columns may hold a few non-numeric texts
             "real": frozenset("r"),
             "text": frozenset("t"),
+            # NUMERIC affinity stores 2.0 as integer 2, so the column itself never holds
+            # equal int/real pairs (see `canonical`), but expressions over it can.
+            "num": frozenset("irt"),
             "any": frozenset("irtT"),  # ints, reals, texts (some made from reals by writes)
         }[self.kind]
 
@@ -218,6 +221,8 @@ class Schema:
             return gen_real(r)
         if c.kind == "text":
             return gen_text(r)
+        if c.kind == "num":
+            return gen_int(r) if r.chance(0.5) else gen_real(r)
         k = r.choice(["int", "real", "text"])
         return gen_int(r) if k == "int" else gen_real(r) if k == "real" else gen_text(r)
 
@@ -227,6 +232,7 @@ DECLS = {
     "int": ["INTEGER", "INT", "BIGINT", "integer"],
     "real": ["REAL", "DOUBLE", "FLOAT", "real"],
     "text": ["TEXT", "VARCHAR(10)", "CLOB", "text"],
+    "num": ["NUMERIC", "DECIMAL(10,2)", "BOOLEAN", "DATE"],
     "any": ["", "BLOB", ""],
 }
 
@@ -241,13 +247,13 @@ def gen_schema(r: Chooser) -> Schema:
     n_data = r.int(1 if has_ipk else 2, 4)
     names_pool = list(WEIRD_COLUMN_NAMES) if weird else []
     for i in range(n_data):
-        kind = r.weighted([("int", 35), ("text", 25), ("real", 25), ("any", 15)])
+        kind = r.weighted([("int", 35), ("text", 25), ("real", 25), ("any", 10), ("num", 8)])
         name = f"c{i}"
         if names_pool and r.chance(0.5):
             name = names_pool.pop(r.int(0, len(names_pool) - 1))
         columns.append(Column(name, kind, r.choice(DECLS[kind])))
     # Keep at least one typed (unambiguous) data column.
-    if all(c.kind == "any" for c in columns if c.kind != "ipk"):
+    if all(c.kind in ("any", "num") for c in columns if c.kind != "ipk"):
         columns[-1] = Column(columns[-1].name, "int", "INTEGER")
     schema = Schema(table, columns)
     schema.ipk = columns[0] if has_ipk else None
@@ -272,10 +278,11 @@ class Expr:
     atom: bool = False  # needs no parentheses when nested
     name: str | None = None  # output column name SQLite gives a bare column reference
     agg: bool = False
+    canonical: bool = False  # a NUMERIC column: holds 2, never 2.0, so 'ir' is not ambiguous
 
     @property
     def ambiguous(self) -> bool:
-        return "i" in self.types and "r" in self.types
+        return "i" in self.types and "r" in self.types and not self.canonical
 
     def p(self) -> str:
         return self.sql if self.atom else f"({self.sql})"
@@ -307,8 +314,8 @@ def arith_types(a: Expr, b: Expr) -> frozenset:
     return frozenset(out)
 
 
-def E(sql, types, exact=True, atom=False, name=None, agg=False) -> Expr:
-    return Expr(sql, frozenset(types), exact, atom, name, agg)
+def E(sql, types, exact=True, atom=False, name=None, agg=False, canonical=False) -> Expr:
+    return Expr(sql, frozenset(types), exact, atom, name, agg, canonical)
 
 
 def literal_expr(r: Chooser, kind: str | None = None) -> Expr:
@@ -327,7 +334,7 @@ def literal_expr(r: Chooser, kind: str | None = None) -> Expr:
 def column_expr(r: Chooser, s: Schema, pred: Callable[[Column], bool] | None = None) -> Expr:
     cols = [c for c in s.columns if pred is None or pred(c)] or s.columns
     c = r.choice(cols)
-    return E(c.ref, c.types, atom=True, name=c.name)
+    return E(c.ref, c.types, atom=True, name=c.name, canonical=c.kind == "num")
 
 
 LIKE_PATTERNS = ["a%", "%b", "_", "%a%", "A%", "1%", "%", "a\\%%"]
@@ -371,7 +378,7 @@ def predicate(r: Chooser, s: Schema, depth: int) -> Expr:
         a, b = predicate(r, s, depth - 1), predicate(r, s, depth - 1)
         return E(f"{a.p()} {r.choice(['AND', 'OR'])} {b.p()}", "i")
     a = scalar(r, s, depth - 1)  # truthiness of a value; keeps its own types when used as a value
-    return E(a.sql, a.types, a.exact, a.atom, a.name)
+    return E(a.sql, a.types, a.exact, a.atom, a.name, canonical=a.canonical)
 
 
 def scalar(r: Chooser, s: Schema, depth: int) -> Expr:
@@ -494,7 +501,7 @@ def constrained(r: Chooser, s: Schema, depth: int, *, unamb: bool = False, exact
     typed = [c for c in s.columns if c.kind != "any"]
     if typed and r.chance(0.8):
         c = r.choice(typed)
-        return E(c.ref, c.types, atom=True, name=c.name)
+        return E(c.ref, c.types, atom=True, name=c.name, canonical=c.kind == "num")
     c = r.choice(s.columns)
     return E(f"CAST({c.ref} AS INTEGER)", "i", atom=True)
 
@@ -701,6 +708,10 @@ def update_value(r: Chooser, s: Schema, c: Column, excluded: bool = False) -> st
         opts = [f"{me} + 0.25", f"{me} - 1.5", f"-{me}", f"abs({me})"]
         opts += [f"{src}{o.ref}" for o in others(("real",))]
         opts += [f"{src}{o.ref} + 0.5" for o in others(("ipk",))]
+        return r.choice(opts)
+    if c.kind == "num":
+        opts = [f"{me} + 0.25", f"{me} + 1", f"-{me}", f"abs({me})"]
+        opts += [f"{src}{o.ref}" for o in others(("int", "real", "num", "ipk"))]
         return r.choice(opts)
     if c.kind == "text":
         opts = [f"{me} || 'a'", f"upper({me})", f"lower({me})", f"substr({me}, 2)", f"'b' || {me}"]

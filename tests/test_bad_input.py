@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import sys
 from pathlib import Path
 
 import apsw
 import pytest
 
-import matview
-from oracle import assert_view_matches, bag
+_HERE = Path(__file__).resolve().parent
+for _p in (str(_HERE), str(_HERE.parent)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from oracle import assert_view_matches, bag  # noqa: E402
+
+import matview  # noqa: E402
 
 V_IMM_SQL = "SELECT id, a, b FROM t WHERE a > 1"
 V_AGG_SQL = "SELECT b, COUNT(*) AS n, SUM(a) AS s, MIN(a) AS lo, MAX(c) AS hi FROM t GROUP BY b"
@@ -127,8 +134,10 @@ def test_bad_with_option(db: DB, option: str) -> None:
     before = schema(db.conn)
     with pytest.raises(matview.Error) as info:
         db.conn.execute(f"CREATE MATERIALIZED VIEW v_bad WITH ({option}) AS SELECT id FROM t").fetchall()
-    assert not isinstance(info.value, matview.UnsupportedQuery) or "maint" in str(info.value).lower() or (
-        "flavour" in str(info.value).lower()
+    assert (
+        not isinstance(info.value, matview.UnsupportedQuery)
+        or "maint" in str(info.value).lower()
+        or ("flavour" in str(info.value).lower())
     )
     assert schema(db.conn) == before
     db.assert_intact()
@@ -137,7 +146,9 @@ def test_bad_with_option(db: DB, option: str) -> None:
 def test_unknown_table(db: DB) -> None:
     before = schema(db.conn)
     exc = raises_exactly(
-        matview.Error, "CREATE MATERIALIZED VIEW v_bad AS SELECT x FROM no_such_table", db.conn,
+        matview.Error,
+        "CREATE MATERIALIZED VIEW v_bad AS SELECT x FROM no_such_table",
+        db.conn,
         not_type=matview.UnsupportedQuery,
     )
     assert "no_such_table" in str(exc), str(exc)
@@ -282,7 +293,8 @@ def test_base_table_and_columns_that_need_quoting(tmp_path: Path) -> None:
     conn.executemany('INSERT INTO "my table" VALUES (?, ?, ?)', [(i % 4, f"s{i % 3}", i * 0.5) for i in range(30)])
     views = {
         "q1": 'SELECT "from", "ü col", "a""b" FROM "my table" WHERE "from" <> 2',
-        "q2": 'SELECT "ü col", COUNT(*) AS "count", MIN("a""b") AS "min", MAX("from") AS "max" FROM "my table" GROUP BY "ü col"',
+        "q2": 'SELECT "ü col", COUNT(*) AS "count", MIN("a""b") AS "min", MAX("from") AS "max" '
+        'FROM "my table" GROUP BY "ü col"',
     }
     for name, sql in views.items():
         conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
@@ -292,6 +304,40 @@ def test_base_table_and_columns_that_need_quoting(tmp_path: Path) -> None:
     conn.execute('UPDATE "my table" SET "a""b" = -1 WHERE "ü col" = \'s2\'')
     for name, sql in views.items():
         assert_view_matches(conn, name, sql)
+    conn.close()
+
+
+@pytest.mark.parametrize("second", ["a_before", "a_insert", "a_x", "A_BEFORE"])
+def test_base_tables_whose_names_extend_each_other(tmp_path: Path, second: str) -> None:
+    """Internal objects are named per base table; "a" and "a_before" must not share any (the
+    capture trigger names __dbsp_trg_<table>_<event> collide: "a" + "before_insert" ==
+    "a_before" + "insert"), or writes to one table go uncaptured and its view is silently stale."""
+    conn = matview.connect(str(tmp_path / "names.db"))
+    conn.execute("CREATE TABLE a(id INTEGER PRIMARY KEY, x INTEGER)")
+    conn.execute(f"CREATE TABLE {qi(second)}(id INTEGER PRIMARY KEY, x INTEGER)")
+    views = {"va": "SELECT x FROM a", "vb": f"SELECT x FROM {qi(second)}"}
+    for name, sql in views.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+
+    def write_and_check() -> None:
+        for table in ("a", second):
+            if any(table in sql for sql in views.values()):
+                conn.execute(f"INSERT INTO {qi(table)}(x) VALUES (1), (2)")
+                conn.execute(f"UPDATE {qi(table)} SET x = x + 10 WHERE x = 1")
+                conn.execute(f"DELETE FROM {qi(table)} WHERE x = 2")
+        for name, sql in views.items():
+            assert_view_matches(conn, name, sql)
+
+    write_and_check()
+    # dropping one view must not remove the other table's capture
+    conn.execute("DROP MATERIALIZED VIEW vb")
+    del views["vb"]
+    write_and_check()
+    conn.execute(f"CREATE MATERIALIZED VIEW vb AS SELECT x FROM {qi(second)}")
+    views["vb"] = f"SELECT x FROM {qi(second)}"
+    conn.execute("DROP MATERIALIZED VIEW va")
+    del views["va"]
+    write_and_check()
     conn.close()
 
 
@@ -505,8 +551,10 @@ UNSUPPORTED = [
     ("SELECT id, SUM(a) OVER (PARTITION BY b) AS s FROM t", ["window"]),
     ("SELECT id, SUM(a) OVER w AS s FROM t WINDOW w AS (ORDER BY id)", ["window"]),
     ("WITH c AS (SELECT id, a FROM t) SELECT id FROM c", ["cte", "with", "common table"]),
-    ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT n FROM r",
-     ["cte", "with", "common table", "recursive"]),
+    (
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT n FROM r",
+        ["cte", "with", "common table", "recursive"],
+    ),
     ("SELECT id FROM t LIMIT 5", ["limit"]),
     ("SELECT id FROM t ORDER BY id LIMIT 5 OFFSET 2", ["limit", "offset"]),
     ("SELECT b, COUNT(*) FROM t GROUP BY b LIMIT 1", ["limit"]),
@@ -645,3 +693,24 @@ def test_corrupt_catalog_is_a_catalog_error(tmp_path: Path, corruption: str) -> 
         finally:
             c.close()
     assert file_digest(path) == digest
+
+
+def test_integrity_check_after_own_alter_and_foreign_schema_change(tmp_path: Path) -> None:
+    """Minimal repro: ALTER TABLE (of a table no view reads) through matview, then another
+    connection changes the schema; the next PRAGMA integrity_check through matview raised a raw
+    apsw.SchemaChangeError (the vtable's xConnect queries the catalog mid-prepare)."""
+    path = tmp_path / "sc.db"
+    conn = matview.connect(str(path))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, a INTEGER)")
+    conn.execute("CREATE TABLE other(x INTEGER PRIMARY KEY, y TEXT)")
+    conn.execute("CREATE MATERIALIZED VIEW v AS SELECT a FROM t")
+    conn.execute("ALTER TABLE other ADD COLUMN z")
+    raw = sqlite3.connect(path)
+    raw.execute("CREATE TABLE q(x)")
+    raw.commit()
+    raw.close()
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert_view_matches(conn, "v", "SELECT a FROM t")
+    finally:
+        conn.close()

@@ -23,8 +23,14 @@ from pathlib import Path
 
 import pytest
 
-import matview
-from oracle import assert_view_matches
+_HERE = Path(__file__).resolve().parent
+for _p in (str(_HERE), str(_HERE.parent)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from oracle import assert_view_matches  # noqa: E402
+
+import matview  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -202,7 +208,11 @@ def run_round(db: Path, journal: str, ledger: Ledger, mode: str, first: int, rng
             # inserted, while they are folded / committed (after PRECOMMIT), or in the flush
             # of the deferred view
             child.wait_for("PRECOMMIT")
-            time.sleep(rng.uniform(0.0, 1.2))
+            time.sleep(rng.uniform(0.02, 0.5))
+        elif mode == "pending":
+            # kill while conn.flush() folds ~24k pending rows into the deferred view
+            child.wait_for("FLUSH", timeout=40)
+            time.sleep(rng.uniform(0.0, 0.15))
         elif mode == "create":
             child.wait_for("CREATE")
             time.sleep(rng.uniform(0.0, 0.6))
@@ -229,7 +239,7 @@ def test_sigkill_never_loses_commits_or_corrupts_views(tmp_path: Path, journal: 
     db = tmp_path / "crash.db"
     setup_db(db, journal)
     ledger = Ledger()
-    schedule = ["small", "midtx", "big", "small", "midsql", "big", "small"]
+    schedule = ["small", "midtx", "big", "pending", "small", "midsql", "big", "pending", "small"]
     for number, mode in enumerate(schedule, start=1):
         context = run_round(db, journal, ledger, mode, number * 1_000_000 + 1, rng)
         check_after_crash(db, journal, ledger, f"seed={seed} round {number}: {context}")
