@@ -57,6 +57,8 @@ class Connection:
         self._depth: list[str | None] = []  # open `with` blocks: None = BEGIN, else a savepoint
         self._total_changes = connection.total_changes()
         self._changes: int | None = None  # changes() of the user's last statement, when a fold followed it
+        self._commits_since_count = 0
+        self._changes_at_count = self._total_changes
         connection.create_module("matview", Module(connection, self.registry))  # type: ignore[arg-type]
         connection.set_rollback_hook(self.registry.invalidate)
         catalog.check_version(connection)
@@ -155,11 +157,20 @@ class Connection:
         views = list(self.registry.sync().values())
         if not commit:
             return views
-        chosen = []
-        for view in views:
-            if view.entry.maintenance == "immediate" or pending_count(self.apsw, view) > self.pending_limit:
-                chosen.append(view)
-        return chosen
+        # Deferred views fold past pending_limit. Counting their backlog costs a query per
+        # view, so it is counted only after enough of this connection's own writes or
+        # commits (others' writes are caught by the commit count): the limit is soft.
+        self._commits_since_count += 1
+        written = self.apsw.total_changes() - self._changes_at_count
+        check = written >= self.pending_limit // 2 or self._commits_since_count >= 64
+        if check:
+            self._commits_since_count, self._changes_at_count = 0, self.apsw.total_changes()
+        return [
+            view
+            for view in views
+            if view.entry.maintenance == "immediate"
+            or (check and pending_count(self.apsw, view) > self.pending_limit)
+        ]
 
     def _fold(self, commit: bool) -> None:
         """Fold inside the open transaction: before commit (immediate views, and deferred

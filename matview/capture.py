@@ -9,8 +9,11 @@ An UPDATE logs ``−old`` and ``+new``.
 deletes conflicting rows *without* firing DELETE triggers unless the writer enabled
 ``recursive_triggers``. So a BEFORE trigger copies the rows the new row could conflict
 with into ``__dbsp_preimage_t``, and the AFTER trigger logs ``−row`` for each of them
-that vanished. An ignored insert (OR IGNORE, DO NOTHING) fires no AFTER trigger; its
-stale preimage is cleared by the next BEFORE trigger and is never a delta.
+that vanished. An ignored insert (OR IGNORE, DO NOTHING) fires no AFTER trigger and
+leaves a stale preimage; its rows still exist where they were, so they never count as
+vanished, and the next write's AFTER trigger clears them. A DELETE removes its row from
+the preimage (with ``recursive_triggers`` on, a REPLACE fires it and logs ``−old``
+itself), so a stale entry can never stand for a row that is gone.
 """
 
 from __future__ import annotations
@@ -21,6 +24,17 @@ from matview import names
 from matview.db import scalar
 from matview.names import quote
 from matview.schema import TableInfo
+
+CAPTURE_EVENTS = (
+    "before_insert",
+    "insert",
+    "replaced_by_insert",
+    "before_update",
+    "update",
+    "replaced_by_update",
+    "delete",
+    "deleted_preimage",
+)
 
 
 def delta_columns_sql(table: TableInfo) -> str:
@@ -79,45 +93,51 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
         return f"{gone} OR ({took})"
 
     pre_select = f"SELECT {rowid}, {column_list} FROM {quote(t)}"
-    # With recursive_triggers on, a REPLACE fires the DELETE trigger, which logs −old
-    # itself; it then takes the row out of the preimage so it is not logged twice.
+    p_cols = ", ".join(f"p.{quote(c.name)}" for c in table.columns)
     if table.has_rowid:
         preimage_of_old = f"{quote(names.ROWID)} = old.rowid"
+        not_old = f"NOT (p.{quote(names.ROWID)} IS old.rowid)"
     else:
         preimage_of_old = " AND ".join(f"{quote(k)} IS old.{quote(k)}" for k in table.primary_key)
-    p_cols = ", ".join(f"p.{quote(c.name)}" for c in table.columns)
-    emit_vanished = (
-        f"INSERT INTO {target} SELECT p.{quote(names.ROWID)}, {p_cols}, -1 FROM {pre} p WHERE {{cond}};"
-        f" DELETE FROM {pre};"
-    )
-    trg = {e: quote(names.trigger(t, e)) for e in ("before_insert", "insert", "before_update", "update", "delete")}
+        not_old = "NOT (" + " AND ".join(f"p.{quote(k)} IS old.{quote(k)}" for k in table.primary_key) + ")"
+    trg = {e: quote(names.trigger(t, e)) for e in CAPTURE_EVENTS}
+    # Only a write that conflicts with an existing row runs the preimage statements; the
+    # common write pays one index probe (BEFORE) and one probe of the empty preimage (AFTER).
     conn.execute(
         f"""
-        CREATE TRIGGER IF NOT EXISTS {trg["before_insert"]} BEFORE INSERT ON {quote(t)} BEGIN
+        CREATE TRIGGER IF NOT EXISTS {trg['before_insert']} BEFORE INSERT ON {quote(t)}
+        WHEN EXISTS (SELECT 1 FROM {quote(t)} WHERE {conflicts(False)}) BEGIN
           DELETE FROM {pre};
           INSERT INTO {pre} {pre_select} WHERE {conflicts(False)};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg["insert"]} AFTER INSERT ON {quote(t)} BEGIN
-          {emit_vanished.format(cond=vanished("new"))}
-          INSERT INTO {target} {values("new", 1)};
+        CREATE TRIGGER IF NOT EXISTS {trg['insert']} AFTER INSERT ON {quote(t)} BEGIN
+          INSERT INTO {target} {values('new', 1)};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg["before_update"]} BEFORE UPDATE ON {quote(t)} BEGIN
+        CREATE TRIGGER IF NOT EXISTS {trg['replaced_by_insert']} AFTER INSERT ON {quote(t)}
+        WHEN EXISTS (SELECT 1 FROM {pre}) BEGIN
+          INSERT INTO {target} SELECT p.{quote(names.ROWID)}, {p_cols}, -1 FROM {pre} p WHERE {vanished('new')};
+          DELETE FROM {pre};
+        END;
+        CREATE TRIGGER IF NOT EXISTS {trg['before_update']} BEFORE UPDATE ON {quote(t)}
+        WHEN EXISTS (SELECT 1 FROM {quote(t)} WHERE {conflicts(True)}) BEGIN
           DELETE FROM {pre};
           INSERT INTO {pre} {pre_select} WHERE {conflicts(True)};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg["update"]} AFTER UPDATE ON {quote(t)} BEGIN
-          INSERT INTO {target} {values("old", -1)};
-          {
-            emit_vanished.format(
-                cond=f"({vanished('new')}) AND NOT (p.{quote(names.ROWID)} IS old.{rowid})"
-                if table.has_rowid
-                else vanished("new")
-            )
-        }
-          INSERT INTO {target} {values("new", 1)};
+        CREATE TRIGGER IF NOT EXISTS {trg['update']} AFTER UPDATE ON {quote(t)} BEGIN
+          INSERT INTO {target} {values('old', -1)};
+          INSERT INTO {target} {values('new', 1)};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg["delete"]} AFTER DELETE ON {quote(t)} BEGIN
-          INSERT INTO {target} {values("old", -1)};
+        CREATE TRIGGER IF NOT EXISTS {trg['replaced_by_update']} AFTER UPDATE ON {quote(t)}
+        WHEN EXISTS (SELECT 1 FROM {pre}) BEGIN
+          INSERT INTO {target} SELECT p.{quote(names.ROWID)}, {p_cols}, -1 FROM {pre} p
+            WHERE ({vanished('new')}) AND {not_old};
+          DELETE FROM {pre};
+        END;
+        CREATE TRIGGER IF NOT EXISTS {trg['delete']} AFTER DELETE ON {quote(t)} BEGIN
+          INSERT INTO {target} {values('old', -1)};
+        END;
+        CREATE TRIGGER IF NOT EXISTS {trg['deleted_preimage']} AFTER DELETE ON {quote(t)}
+        WHEN EXISTS (SELECT 1 FROM {pre}) BEGIN
           DELETE FROM {pre} WHERE {preimage_of_old};
         END;
         """
@@ -130,7 +150,7 @@ def quote_key(column: str) -> str:
 
 def remove_capture(conn: apsw.Connection, table: str) -> None:
     """Drop the triggers and logs of `table` once no view reads it."""
-    for event in ("before_insert", "insert", "before_update", "update", "delete"):
+    for event in CAPTURE_EVENTS:
         conn.execute(f"DROP TRIGGER IF EXISTS {quote(names.trigger(table, event))}")
     conn.execute(f"DROP TABLE IF EXISTS {quote(names.delta_table(table))}")
     conn.execute(f"DROP TABLE IF EXISTS {quote(names.preimage_table(table))}")
@@ -138,7 +158,7 @@ def remove_capture(conn: apsw.Connection, table: str) -> None:
 
 def capture_installed(conn: apsw.Connection, table: str) -> bool:
     """True when every capture trigger of `table` exists (a DROP TABLE removes them)."""
-    wanted = [names.trigger(table, e) for e in ("before_insert", "insert", "before_update", "update", "delete")]
+    wanted = [names.trigger(table, e) for e in CAPTURE_EVENTS]
     marks = ", ".join("?" * len(wanted))
     found = scalar(
         conn, f"SELECT count(*) FROM main.sqlite_master WHERE type = 'trigger' AND name IN ({marks})", wanted

@@ -16,7 +16,6 @@ from typing import Any
 import apsw
 
 from matview import catalog, names
-from matview.db import scalar
 from matview.names import quote
 from matview.registry import Registry, View
 from matview.state import StateStore
@@ -27,8 +26,12 @@ def pending_ranges(conn: apsw.Connection, view: View) -> list[tuple[str, int, in
     """(table, lo, hi) for each base table with deltas lo < seq <= hi not yet folded into `view`."""
     ranges = []
     for table in view.entry.base_tables:
-        lo = catalog.get_progress(conn, view.name, table)
-        hi = scalar(conn, f"SELECT max({quote(names.SEQ)}) FROM {quote(names.delta_table(table))}")
+        lo, hi = conn.execute(
+            f'SELECT (SELECT seq FROM "__dbsp_progress" WHERE view = ? AND base_table = ?), '
+            f"(SELECT max({quote(names.SEQ)}) FROM {quote(names.delta_table(table))})",
+            (view.name, table),
+        ).fetchone()
+        lo = lo or 0
         if hi is not None and hi > lo:
             ranges.append((table, lo, hi))
     return ranges
@@ -55,36 +58,45 @@ def pending_view_delta(conn: apsw.Connection, view: View) -> ZSet[tuple[Any, ...
     return _view_delta(conn, view, ranges, StateStore(conn, view.name, writable=False))
 
 
-def fold_view(conn: apsw.Connection, view: View) -> bool:
-    """Fold `view`'s pending deltas; call inside a write transaction. True if it did work."""
+def fold_view(conn: apsw.Connection, view: View) -> list[tuple[str, int, int]]:
+    """Fold `view`'s pending deltas inside a write transaction; the ranges it folded."""
     ranges = pending_ranges(conn, view)
     if not ranges:
-        return False
+        return ranges
     store = StateStore(conn, view.name, writable=True)
     delta = _view_delta(conn, view, ranges, store)
     view.table.apply(conn, delta)
     store.flush()
     for table, _lo, hi in ranges:
         catalog.set_progress(conn, view.name, table, hi)
-    return True
+    return ranges
 
 
-def collect_garbage(conn: apsw.Connection, registry: Registry, tables: set[str]) -> None:
-    """Remove delta rows every view of each table has consumed (all but the newest)."""
-    for table in tables:
-        views = registry.views_on(table)
+#: consumed delta rows a table may keep before they are deleted; deleting in batches
+#: saves a statement per commit (the log is read by sequence range, so they cost only space)
+GARBAGE_BATCH = 256
+
+
+def collect_garbage(conn: apsw.Connection, registry: Registry, tables: dict[str, int]) -> None:
+    """Remove delta rows every view of each table has consumed (all but the newest), once a
+    table's log has grown by GARBAGE_BATCH rows since the last collection."""
+    for table, hi in tables.items():
+        if hi - registry.collected.get(table, 0) < GARBAGE_BATCH:
+            continue
+        views = [v for v in registry.views.values() if table in v.entry.base_tables]
         if not views:
             continue
         low = min(catalog.get_progress(conn, v.name, table) for v in views)
         conn.execute(f"DELETE FROM {quote(names.delta_table(table))} WHERE {quote(names.SEQ)} < ?", (low,))
+        registry.collected[table] = low
 
 
 def fold_pending_deltas(conn: apsw.Connection, registry: Registry, views: list[View]) -> None:
     """Fold several views and clean up their delta logs; inside a write transaction."""
-    touched: set[str] = set()
+    touched: dict[str, int] = {}
     for view in views:
         if view.broken:
             continue
-        if fold_view(conn, view):
-            touched.update(view.entry.base_tables)
+        for table, _lo, hi in fold_view(conn, view):
+            touched[table] = max(hi, touched.get(table, 0))
     collect_garbage(conn, registry, touched)

@@ -45,6 +45,7 @@ class Registry:
         self.evaluator = Evaluator()
         self.views: dict[str, View] = {}
         self._schema_version: int | None = None
+        self.collected: dict[str, int] = {}  # per base table: delta seq of the last garbage collection
 
     def invalidate(self) -> None:
         self._schema_version = None

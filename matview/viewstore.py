@@ -36,6 +36,9 @@ class ViewTable:
             f"ON CONFLICT ({key}) DO UPDATE SET {weight} = {weight} + excluded.{weight} RETURNING {weight}"
         )
         self._delete = f"DELETE FROM {self.table} WHERE {key} = ?"
+        assignments = ", ".join(f"{quote(c.name)} = ?" for c in columns)
+        # A changed group is −old +new: rewrite the old row in place when it is alone.
+        self._replace = f"UPDATE OR IGNORE {self.table} SET {assignments}, {key} = ? WHERE {key} = ? AND {weight} = 1"
         self._insert = f"INSERT INTO {self.table} ({cols}, {key}, {weight}) VALUES ({marks}, ?, ?)"
         self.select_columns = f"{cols}, {key}, {weight}"
 
@@ -54,7 +57,16 @@ class ViewTable:
 
     def apply(self, conn: apsw.Connection, delta: ZSet[tuple[Any, ...]]) -> None:
         """V ← V + ΔV."""
+        removed = [row for row, weight in delta.items() if weight == -1]
+        added = [row for row, weight in delta.items() if weight == 1]
+        replaced: set[tuple[Any, ...]] = set()
+        for old, new in zip(removed, added):
+            conn.execute(self._replace, (*new, row_key(new), row_key(old)))
+            if conn.changes() == 1:
+                replaced.update((old, new))
         for row, weight in delta.items():
+            if row in replaced:
+                continue
             key = row_key(row)
             total = scalar(conn, self._upsert, (*row, key, weight))
             if total == 0:
