@@ -26,7 +26,7 @@ def pending_ranges(conn: apsw.Connection, view: View) -> list[tuple[str, int, in
     """(table, lo, hi) for each base table with deltas lo < seq <= hi not yet folded into `view`."""
     ranges = []
     for table in view.entry.base_tables:
-        lo, hi = conn.execute(
+        lo, hi = conn.execute(  # type: ignore[misc]  # a SELECT of two subqueries always has one row
             f'SELECT (SELECT seq FROM "__dbsp_progress" WHERE view = ? AND base_table = ?), '
             f"(SELECT max({quote(names.SEQ)}) FROM {quote(names.delta_table(table))})",
             (view.name, table),

@@ -103,6 +103,8 @@ def lit(v: Any) -> str:
         return str(int(v))
     if isinstance(v, int):
         return str(v)
+    if isinstance(v, (bytes, bytearray)):
+        return "X'" + bytes(v).hex().upper() + "'"
     if isinstance(v, float):
         r = repr(v)
         assert "e" not in r and "inf" not in r and "nan" not in r, r
@@ -152,6 +154,7 @@ class Column:
     kind: str  # 'ipk' | 'int' | 'real' | 'text' | 'num' (NUMERIC affinity) | 'any'
     decl: str  # declared type text ('' for untyped)
     unique: bool = False
+    pk: bool = False  # PRIMARY KEY of a WITHOUT ROWID table (never NULL)
 
     @property
     def ref(self) -> str:
@@ -178,6 +181,12 @@ class Schema:
     unique: Column | None = None
     ipk: Column | None = None
     raw_create: str | None = None  # hand-written CREATE TABLE (then `columns` may be empty)
+    without_rowid: bool = False
+    pk: Column | None = None  # WITHOUT ROWID primary key
+
+    @property
+    def has_rowid(self) -> bool:
+        return not self.without_rowid
 
     @property
     def tref(self) -> str:
@@ -201,17 +210,17 @@ class Schema:
             d = c.ref
             if c.decl:
                 d += " " + c.decl
-            if c.kind == "ipk":
+            if c.kind == "ipk" or c.pk:
                 d += " PRIMARY KEY"
             if c.unique:
                 d += " UNIQUE"
             defs.append(d)
-        return f"CREATE TABLE {self.tref} ({', '.join(defs)})"
+        return f"CREATE TABLE {self.tref} ({', '.join(defs)}){' WITHOUT ROWID' if self.without_rowid else ''}"
 
     def value(self, r: Chooser, c: Column, allow_null: bool = True) -> Any:
-        if allow_null and c.kind != "ipk" and r.chance(0.15):
+        if allow_null and c.kind != "ipk" and not c.pk and r.chance(0.15):
             return None
-        if c.unique:
+        if c.unique or c.pk:
             return r.int(0, 6) if c.kind == "int" else r.choice(UNIQUE_TEXTS)
         if c.kind == "ipk":
             return r.int(1, 40)
@@ -223,7 +232,9 @@ class Schema:
             return gen_text(r)
         if c.kind == "num":
             return gen_int(r) if r.chance(0.5) else gen_real(r)
-        k = r.choice(["int", "real", "text"])
+        k = r.weighted([("int", 30), ("real", 30), ("text", 30), ("blob", 5)])
+        if k == "blob":
+            return r.choice([b"ab", b"\x00\xff", b""])
         return gen_int(r) if k == "int" else gen_real(r) if k == "real" else gen_text(r)
 
 
@@ -257,8 +268,15 @@ def gen_schema(r: Chooser) -> Schema:
         columns[-1] = Column(columns[-1].name, "int", "INTEGER")
     schema = Schema(table, columns)
     schema.ipk = columns[0] if has_ipk else None
-    if r.chance(0.3):
+    if not has_ipk and r.chance(0.15):
         candidates = [c for c in columns if c.kind in ("int", "text")]
+        if candidates:
+            k = r.choice(candidates)
+            k.pk = True
+            schema.pk = k
+            schema.without_rowid = r.chance(0.7)  # else a rowid table with a non-alias PRIMARY KEY
+    if r.chance(0.3):
+        candidates = [c for c in columns if c.kind in ("int", "text") and not c.pk]
         if candidates:
             u = r.choice(candidates)
             u.unique = True
@@ -675,7 +693,7 @@ def gen_view(r: Chooser, s: Schema) -> ViewDef:
 
 
 def write_predicate(r: Chooser, s: Schema) -> str:
-    k = r.weighted([("simple", 60), ("rowid", 20), ("rich", 20)])
+    k = r.weighted([("simple", 60), ("rowid", 20 if s.has_rowid else 0), ("rich", 20)])
     if k == "rowid":
         return r.choice([f"rowid % {r.int(2, 4)} = {r.int(0, 1)}", f"rowid > {r.int(0, 20)}", f"rowid IN ({r.int(1, 6)}, {r.int(1, 12)})"])
     if k == "rich":
@@ -694,7 +712,7 @@ def update_value(r: Chooser, s: Schema, c: Column, excluded: bool = False) -> st
     me = f"{src}{c.ref}"
     if r.chance(0.45):
         return lit(s.value(r, c))
-    if c.unique:
+    if c.unique or c.pk:
         return lit(s.value(r, c))
     others = lambda kinds: [o for o in s.columns if o.kind in kinds and o is not c]  # noqa: E731
     if c.kind in ("int", "ipk"):
@@ -731,14 +749,15 @@ def insert_columns(r: Chooser, s: Schema, need: Column | None = None) -> list[Co
     cols = [c for c in data if r.chance(0.85)] or [r.choice(data)]
     if s.ipk is not None and r.chance(0.3):
         cols = [s.ipk] + cols
-    if need is not None and need not in cols:
-        cols = [need] + cols
+    for must in (need, s.pk if s.without_rowid else None):
+        if must is not None and must not in cols:
+            cols = [must] + cols
     return cols
 
 
 def gen_write(r: Chooser, s: Schema) -> str:
     kinds = [("insert", 30), ("update", 22), ("delete", 12), ("replace", 8), ("ignore", 4), ("insert_select", 4)]
-    conflict_targets = [c for c in (s.unique, s.ipk) if c is not None]
+    conflict_targets = [c for c in (s.unique, s.ipk, s.pk) if c is not None]
     if conflict_targets:
         kinds += [("upsert", 12), ("replace", 6)]
     k = r.weighted(kinds)
@@ -750,7 +769,8 @@ def gen_write(r: Chooser, s: Schema) -> str:
     if k == "insert_select":
         cols = s.data_columns
         names = ", ".join(c.ref for c in cols)
-        verb = "INSERT OR IGNORE" if s.unique is not None and r.chance(0.5) else ("INSERT OR REPLACE" if s.unique else "INSERT")
+        keyed = s.unique is not None or s.pk is not None
+        verb = "INSERT OR IGNORE" if keyed and r.chance(0.5) else ("INSERT OR REPLACE" if keyed else "INSERT")
         return f"{verb} INTO {t} ({names}) SELECT {names} FROM {t} WHERE {write_predicate(r, s)} LIMIT {r.int(1, 4)}"
     if k == "upsert":
         target = r.choice(conflict_targets)
@@ -773,7 +793,7 @@ def gen_write(r: Chooser, s: Schema) -> str:
             targets = [c for c in targets if c is not s.ipk] or [r.choice(s.data_columns)]
         sets = ", ".join(f"{c.ref} = {update_value(r, s, c)}" for c in targets)
         verb = "UPDATE"
-        if any(c.unique or c.kind == "ipk" for c in targets):
+        if any(c.unique or c.pk or c.kind == "ipk" for c in targets):
             verb = r.choice(["UPDATE", "UPDATE OR REPLACE", "UPDATE OR IGNORE"])
         where = f" WHERE {write_predicate(r, s)}" if r.chance(0.85) else ""
         return f"{verb} {t} SET {sets}{where}"
@@ -801,6 +821,10 @@ class Config:
     w_refresh: float = 2
     w_create: float = 3
     w_drop: float = 2
+    w_probe: float = 3
+    w_index: float = 2
+    w_conn2: float = 3
+    w_many: float = 3
     view_kinds: tuple[str, ...] | None = None
 
 
@@ -810,17 +834,28 @@ class Program:
     views: list[ViewDef]
     initial: list[str]  # writes run before the views exist
     ops: list[tuple]
+    pragmas: list[str] = field(default_factory=list)  # run on every connection the test opens
+    wal: bool = False
     # op shapes:
     #   ('sql', text)                   statement on the matview connection (writes may fail on constraints)
     #   ('flush',) ('reopen',) ('refresh', i) ('create', i) ('drop', i)
     #   ('with', [ops], raise: bool)    `with conn:` block; raise an exception at its end -> rollback
     #   ('stdlib', [sql], commit: bool) writes through stdlib sqlite3 on the same file
+    #   ('apsw', sql)                   a write through conn.apsw, bypassing the wrapper
+    #   ('many', sql, [params])         conn.executemany
+    #   ('conn2', [sql])                writes through a second matview connection, checked there
+    #   ('probe', k)                    filtered/ordered reads of each view vs a copy of it
+    #   ('index', i, k)                 CREATE INDEX on view i's k-th column (both modes)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # hypothesis' printer
         p.text(repr(self))
 
     def __repr__(self) -> str:
         lines = ["Program(", f"  schema: {self.schema.create_sql()}"]
+        if self.wal:
+            lines.append("  PRAGMA journal_mode = WAL")
+        for pr in self.pragmas:
+            lines.append(f"  per connection: {pr}")
         for i, v in enumerate(self.views):
             lines.append(f"  view {i}: {v.sql}")
         for w in self.initial:
@@ -843,17 +878,40 @@ def render_ops(ops: list[tuple], indent: str) -> list[str]:
         elif op[0] == "stdlib":
             out.append(f"{indent}sqlite3 ({'commit' if op[2] else 'rollback'}):")
             out += [f"{indent}    {x}" for x in op[1]]
+        elif op[0] == "conn2":
+            out.append(f"{indent}second matview connection:")
+            out += [f"{indent}    {x}" for x in op[1]]
+        elif op[0] == "apsw":
+            out.append(f"{indent}conn.apsw: {op[1]}")
+        elif op[0] == "many":
+            out.append(f"{indent}executemany: {op[1]} {op[2]!r}")
         else:
             out.append(f"{indent}{op}")
     return out
 
 
+def gen_many(r: Chooser, s: Schema) -> tuple:
+    cols = insert_columns(r, s)
+    verb = r.choice(["INSERT", "INSERT OR REPLACE"]) if (s.unique or s.pk or s.ipk in cols) else "INSERT"
+    sql = f"{verb} INTO {s.tref} ({', '.join(c.ref for c in cols)}) VALUES ({', '.join('?' for _ in cols)})"
+    return ("many", sql, [tuple(s.value(r, c) for c in cols) for _ in range(r.int(1, 12))])
+
+
+def gen_body_write(r: Chooser, s: Schema) -> tuple:
+    k = r.weighted([("sql", 90), ("apsw", 5), ("many", 5)])
+    if k == "many":
+        return gen_many(r, s)
+    return (k, gen_write(r, s))
+
+
 def gen_txn_body(r: Chooser, s: Schema, n_views: int, max_writes: int = 4, allow_flush: bool = True) -> list[tuple]:
     body: list[tuple] = []
     for _ in range(r.int(1, max_writes)):
-        body.append(("sql", gen_write(r, s)))
+        body.append(gen_body_write(r, s))
         if allow_flush and r.chance(0.1):
             body.append(("flush",))
+        if r.chance(0.05):
+            body.append(("probe", r.int(0, 99)))
     return body
 
 
@@ -878,10 +936,19 @@ def gen_op(r: Chooser, s: Schema, cfg: Config, n_views: int) -> tuple | list[tup
     k = r.weighted([
         ("write", cfg.w_write), ("with", cfg.w_with), ("begin", cfg.w_begin), ("savepoint", cfg.w_savepoint),
         ("reopen", cfg.w_reopen), ("stdlib", cfg.w_stdlib), ("flush", cfg.w_flush), ("refresh", cfg.w_refresh),
-        ("create", cfg.w_create), ("drop", cfg.w_drop),
+        ("create", cfg.w_create), ("drop", cfg.w_drop), ("probe", cfg.w_probe), ("index", cfg.w_index),
+        ("conn2", cfg.w_conn2), ("many", cfg.w_many),
     ])
     if k == "write":
-        return [("sql", gen_write(r, s))]
+        return [gen_body_write(r, s)]
+    if k == "many":
+        return [gen_many(r, s)]
+    if k == "probe":
+        return [("probe", r.int(0, 99))]
+    if k == "index":
+        return [("index", r.int(0, n_views - 1), r.int(0, 9))]
+    if k == "conn2":
+        return [("conn2", [gen_write(r, s) for _ in range(r.int(1, 3))])]
     if k == "with":
         body = gen_txn_body(r, s, n_views)
         if r.chance(0.35):  # nested `with` = SAVEPOINT
@@ -920,11 +987,19 @@ def gen_program(r: Chooser, cfg: Config | None = None) -> Program:
                     break
                 v = gen_view(r, s)
         views.append(v)
-    initial = [gen_write(r, s) for _ in range(r.int(0, 3))] if r.chance(0.5) else []
+    initial = []
+    if r.chance(0.6):
+        cols = insert_columns(r, s)
+        verb = "INSERT OR IGNORE" if (s.unique or s.pk or s.ipk in cols) else "INSERT"
+        initial.append(f"{verb} INTO {s.tref} ({', '.join(c.ref for c in cols)}) VALUES {values_rows(r, s, cols, r.int(3, 12))}")
+        initial += [gen_write(r, s) for _ in range(r.int(0, 3))]
     ops: list[tuple] = []
     for _ in range(r.int(*cfg.n_ops)):
         ops += gen_op(r, s, cfg, len(views))
-    return Program(s, views, initial, ops)
+    pragmas = []
+    if r.chance(0.15):
+        pragmas.append("PRAGMA recursive_triggers = ON")
+    return Program(s, views, initial, ops, pragmas, wal=r.chance(0.2))
 
 
 @st.composite

@@ -30,7 +30,7 @@ for _p in (str(_HERE), str(_HERE.parent)):
         sys.path.insert(0, _p)
 
 import strategies as S  # noqa: E402
-from oracle import assert_view_matches, bag  # noqa: E402
+from oracle import assert_view_matches, bag, typed  # noqa: E402
 
 matview: Any = pytest.importorskip("matview")
 
@@ -60,6 +60,13 @@ def is_constraint_error(e: BaseException) -> bool:
 
 
 WRITE_VERBS = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+_CLASS_ORDER = {"null": 0, "integer": 1, "real": 1, "text": 2, "blob": 3}
+
+
+def typed_key(v: Any) -> tuple:
+    """Sort key over SQLite values of mixed types (numbers < text < blob)."""
+    cls, val = typed(v)
+    return (_CLASS_ORDER[cls], cls, val)
 
 
 class Runner:
@@ -72,6 +79,7 @@ class Runner:
         self.p = program
         self.live: dict[str, str] = {}  # view name -> defining SELECT
         self.opens = 0
+        self.indexes = 0
         self.lines: list[str] = [
             "import apsw, sqlite3, matview",
             "from oracle import assert_view_matches  # tests/oracle.py",
@@ -102,18 +110,92 @@ class Runner:
         else:
             self.emit("conn = matview.connect(PATH)")
             self.conn = matview.connect(self.path)
+        for pragma in self.p.pragmas:
+            self.control(pragma)
 
     def control(self, sql: str) -> None:
         self.emit(f"conn.execute({sql!r}).fetchall()")
         list(self.conn.execute(sql))
 
-    def write(self, sql: str) -> None:
-        self.emit(f"w(conn, {sql!r})")
+    def write(self, sql: str, conn: Any = None, cname: str = "conn") -> None:
+        self.emit(f"w({cname}, {sql!r})")
         try:
-            list(self.conn.execute(sql))
+            list((conn or self.conn).execute(sql))
         except Exception as e:  # noqa: BLE001
             if not is_constraint_error(e):
                 raise
+
+    def many(self, sql: str, rows: list[tuple]) -> None:
+        self.emit(f"try: conn.executemany({sql!r}, {rows!r})")
+        self.emit("except Exception as e: assert 'constraint failed' in str(e).lower()")
+        try:
+            self.conn.executemany(sql, rows)
+        except Exception as e:  # noqa: BLE001
+            if not is_constraint_error(e):
+                raise
+
+    def conn2(self, stmts: list[str]) -> None:
+        """Writes through a second matview connection; every view checked through it."""
+        self.emit("conn2 = matview.connect(PATH)")
+        c2 = matview.connect(self.path)
+        try:
+            for pragma in self.p.pragmas:
+                list(c2.execute(pragma))
+            for sql in stmts:
+                self.write(sql, c2, "conn2")
+            for name, sql in self.live.items():
+                self.emit(f"assert_view_matches(conn2, {name!r}, {sql!r})")
+                assert_view_matches(c2, name, sql)
+        finally:
+            c2.close()
+            self.emit("conn2.close()")
+
+    def create_index(self, i: int, k: int) -> None:
+        for name, _ in self.view_names(i):
+            if name in self.live:
+                cols = self.columns_of(f"SELECT * FROM {S.q(name)}")
+                self.indexes += 1
+                self.control(f"CREATE INDEX {S.q(f'ix{self.indexes} {name}')} ON {S.q(name)} ({S.q(cols[k % len(cols)])})")
+
+    def columns_of(self, sql: str) -> list[str]:
+        return [d[0] for d in apsw.ext.query_info(self.conn.apsw, sql).description]
+
+    def probe(self, k: int) -> None:
+        """Filtered and ordered reads of each view (constraints reach the virtual table)
+        must agree with the same read over the defining SELECT as a subquery."""
+        rnd = random.Random(k)
+        for name, sql in self.live.items():
+            cols = self.columns_of(sql)
+            rows = self.conn.execute(f"SELECT * FROM {S.q(name)}").fetchall()
+            for _ in range(3):
+                ci = rnd.randrange(len(cols))
+                col = S.q(cols[ci])
+                values = sorted({typed_key(r[ci]) for r in rows if r[ci] is not None})
+                v = values[rnd.randrange(len(values))][2] if values else 1
+                v2 = values[rnd.randrange(len(values))][2] if values else 2
+                cond, params = rnd.choice([
+                    (f"{col} = ?", (v,)), (f"{col} < ?", (v,)), (f"{col} >= ?", (v,)), (f"{col} > ?", (v,)),
+                    (f"{col} IS ?", (v,)), (f"{col} IS NOT ?", (v,)), (f"{col} != ?", (v,)), (f"{col} IS NULL", ()),
+                    (f"{col} IS NOT NULL", ()), (f"{col} IN (?, ?)", (v, v2)), (f"{col} BETWEEN ? AND ?", (v, v2)),
+                    (f"{col} = ? OR {col} = ?", (v, v2)),
+                ])
+                got_sql = f"SELECT * FROM {S.q(name)} WHERE {cond}"
+                want_sql = f"SELECT * FROM ({sql}) WHERE {cond}"
+                self.emit(f"# probe: {got_sql} {params!r}  vs  {want_sql}")
+                got = bag(self.conn.execute(got_sql, params).fetchall())
+                want = bag(self.conn.execute(want_sql, params).fetchall())
+                assert got == want, (
+                    f"filtered read of view {name!r} differs: {got_sql} {params!r}\n"
+                    f"  missing: {list((want - got).items())[:5]}\n  extra: {list((got - want).items())[:5]}"
+                )
+            col = S.q(cols[rnd.randrange(len(cols))])
+            order = rnd.choice(["", " DESC"])
+            got_l = [r[0] for r in self.conn.execute(f"SELECT {col} FROM {S.q(name)} ORDER BY {col}{order}").fetchall()]
+            want_l = [r[0] for r in self.conn.execute(f"SELECT {col} FROM ({sql}) ORDER BY {col}{order}").fetchall()]
+            assert [typed(x) for x in got_l] == [typed(x) for x in want_l], f"ORDER BY {col}{order} over view {name!r}: {got_l} != {want_l}"
+            got_c = self.conn.execute(f"SELECT count(*), count({col}) FROM {S.q(name)}").fetchall()
+            want_c = self.conn.execute(f"SELECT count(*), count({col}) FROM ({sql})").fetchall()
+            assert got_c == want_c, f"count over view {name!r}: {got_c} != {want_c}"
 
     def view_names(self, i: int) -> list[tuple[str, str]]:
         weird = self.p.schema.table != "t"
@@ -161,6 +243,8 @@ class Runner:
         self.emit("db = sqlite3.connect(PATH, isolation_level=None)")
         db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
         try:
+            for pragma in self.p.pragmas:
+                db.execute(pragma)
             txn = len(stmts) > 1 or not commit
             if txn:
                 self.emit("db.execute('BEGIN')")
@@ -201,6 +285,20 @@ class Runner:
                 self.write(op[1])
             else:
                 self.control(op[1])
+        elif kind == "apsw":
+            self.emit(f"w(conn.apsw, {op[1]!r})")
+            try:
+                self.conn.apsw.execute(op[1]).fetchall()
+            except apsw.ConstraintError:
+                pass
+        elif kind == "many":
+            self.many(op[1], op[2])
+        elif kind == "conn2":
+            self.conn2(op[1])
+        elif kind == "probe":
+            self.probe(op[1])
+        elif kind == "index":
+            self.create_index(op[1], op[2])
         elif kind == "flush":
             self.flush()
         elif kind == "reopen":
@@ -240,6 +338,8 @@ class Runner:
 
     def run(self) -> None:
         self.open()
+        if self.p.wal:
+            self.control("PRAGMA journal_mode = WAL")
         self.control(self.p.schema.create_sql())
         for w in self.p.initial:
             self.write(w)
