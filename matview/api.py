@@ -21,7 +21,9 @@ from matview import catalog, lifecycle
 from matview.errors import Error
 from matview.fold import fold_pending_deltas, pending_count
 from matview.names import quote, view_table
+from matview.operators import aggregate_sql
 from matview.registry import Registry, View
+from matview.viewstore import ROW_KEY_FUNCTION, row_key_sql
 from matview_ext import statements
 from matview_ext.vtable import Module
 
@@ -59,6 +61,10 @@ class Connection:
         self._changes: int | None = None  # changes() of the user's last statement, when a fold followed it
         self._commits_since_count = 0
         self._changes_at_count = self._total_changes
+        connection.create_scalar_function(
+            aggregate_sql.GROUP_KEY_FUNCTION, aggregate_sql.group_key_sql, -1, deterministic=True
+        )
+        connection.create_scalar_function(ROW_KEY_FUNCTION, row_key_sql, -1, deterministic=True)
         connection.create_module("matview", Module(connection, self.registry))  # type: ignore[arg-type]
         connection.set_rollback_hook(self.registry.invalidate)
         catalog.check_version(connection)
@@ -168,8 +174,7 @@ class Connection:
         return [
             view
             for view in views
-            if view.entry.maintenance == "immediate"
-            or (check and pending_count(self.apsw, view) > self.pending_limit)
+            if view.entry.maintenance == "immediate" or (check and pending_count(self.apsw, view) > self.pending_limit)
         ]
 
     def _fold(self, commit: bool) -> None:

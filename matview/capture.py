@@ -105,38 +105,38 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
     # common write pays one index probe (BEFORE) and one probe of the empty preimage (AFTER).
     conn.execute(
         f"""
-        CREATE TRIGGER IF NOT EXISTS {trg['before_insert']} BEFORE INSERT ON {quote(t)}
+        CREATE TRIGGER IF NOT EXISTS {trg["before_insert"]} BEFORE INSERT ON {quote(t)}
         WHEN EXISTS (SELECT 1 FROM {quote(t)} WHERE {conflicts(False)}) BEGIN
           DELETE FROM {pre};
           INSERT INTO {pre} {pre_select} WHERE {conflicts(False)};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['insert']} AFTER INSERT ON {quote(t)} BEGIN
-          INSERT INTO {target} {values('new', 1)};
+        CREATE TRIGGER IF NOT EXISTS {trg["insert"]} AFTER INSERT ON {quote(t)} BEGIN
+          INSERT INTO {target} {values("new", 1)};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['replaced_by_insert']} AFTER INSERT ON {quote(t)}
+        CREATE TRIGGER IF NOT EXISTS {trg["replaced_by_insert"]} AFTER INSERT ON {quote(t)}
         WHEN EXISTS (SELECT 1 FROM {pre}) BEGIN
-          INSERT INTO {target} SELECT p.{quote(names.ROWID)}, {p_cols}, -1 FROM {pre} p WHERE {vanished('new')};
+          INSERT INTO {target} SELECT p.{quote(names.ROWID)}, {p_cols}, -1 FROM {pre} p WHERE {vanished("new")};
           DELETE FROM {pre};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['before_update']} BEFORE UPDATE ON {quote(t)}
+        CREATE TRIGGER IF NOT EXISTS {trg["before_update"]} BEFORE UPDATE ON {quote(t)}
         WHEN EXISTS (SELECT 1 FROM {quote(t)} WHERE {conflicts(True)}) BEGIN
           DELETE FROM {pre};
           INSERT INTO {pre} {pre_select} WHERE {conflicts(True)};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['update']} AFTER UPDATE ON {quote(t)} BEGIN
-          INSERT INTO {target} {values('old', -1)};
-          INSERT INTO {target} {values('new', 1)};
+        CREATE TRIGGER IF NOT EXISTS {trg["update"]} AFTER UPDATE ON {quote(t)} BEGIN
+          INSERT INTO {target} {values("old", -1)};
+          INSERT INTO {target} {values("new", 1)};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['replaced_by_update']} AFTER UPDATE ON {quote(t)}
+        CREATE TRIGGER IF NOT EXISTS {trg["replaced_by_update"]} AFTER UPDATE ON {quote(t)}
         WHEN EXISTS (SELECT 1 FROM {pre}) BEGIN
           INSERT INTO {target} SELECT p.{quote(names.ROWID)}, {p_cols}, -1 FROM {pre} p
-            WHERE ({vanished('new')}) AND {not_old};
+            WHERE ({vanished("new")}) AND {not_old};
           DELETE FROM {pre};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['delete']} AFTER DELETE ON {quote(t)} BEGIN
-          INSERT INTO {target} {values('old', -1)};
+        CREATE TRIGGER IF NOT EXISTS {trg["delete"]} AFTER DELETE ON {quote(t)} BEGIN
+          INSERT INTO {target} {values("old", -1)};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['deleted_preimage']} AFTER DELETE ON {quote(t)}
+        CREATE TRIGGER IF NOT EXISTS {trg["deleted_preimage"]} AFTER DELETE ON {quote(t)}
         WHEN EXISTS (SELECT 1 FROM {pre}) BEGIN
           DELETE FROM {pre} WHERE {preimage_of_old};
         END;

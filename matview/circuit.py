@@ -17,7 +17,9 @@ import apsw
 
 from matview import names
 from matview.evaluator import Evaluator
+from matview.keys import row_key
 from matview.names import quote
+from matview.operators import aggregate_sql
 from matview.operators.aggregate import Aggregate
 from matview.operators.distinct import Distinct
 from matview.plan import Plan
@@ -25,6 +27,8 @@ from matview.state import StateStore
 from matview.zset import ZSet
 
 _ROWID_ALIASES = ("rowid", "_rowid_", "oid")
+#: deltas at least this large are aggregated set at a time by SQLite (see aggregate_sql)
+BULK_ROWS = 64
 
 
 class Circuit:
@@ -50,14 +54,40 @@ class Circuit:
     def stage1_base(self, conn: apsw.Connection) -> Iterable[tuple[Any, ...]]:
         return conn.execute(self.base_sql)
 
-    def step(self, rows: Iterable[tuple[Any, ...]], store: StateStore) -> ZSet[tuple[Any, ...]]:
+    def delta(self, conn: apsw.Connection, lo: int, hi: int, store: StateStore) -> ZSet[bytes]:
+        """ΔV of the deltas with lo < seq <= hi."""
+        if hi - lo >= BULK_ROWS and store.writable:
+            found = self._sql_aggregate(conn, self.delta_sql, {"lo": lo, "hi": hi}, store)
+            if found is not None:
+                return found
+        return self.step(self.stage1_delta(conn, lo, hi), store)
+
+    def populate(self, conn: apsw.Connection, store: StateStore) -> ZSet[bytes] | None:
+        """The initial snapshot: the whole base table as one delta from the empty state.
+        None when the view's rows were written straight into its table by SQLite."""
+        found = self._sql_aggregate(conn, self.base_sql, (), store)
+        if found is not None:
+            return found
+        if self.aggregate is None and self.distinct is None:
+            return None
+        return self.step(self.stage1_base(conn), store)
+
+    def _sql_aggregate(self, conn: apsw.Connection, source: str, params: Any, store: StateStore) -> ZSet[bytes] | None:
+        if self.aggregate is None or not aggregate_sql.eligible(self.aggregate):
+            return None
+        delta = aggregate_sql.sql_step(self.aggregate, conn, source, params, store)
+        if delta is not None and self.distinct is not None:
+            delta = self.distinct.step(delta, store)
+        return delta
+
+    def step(self, rows: Iterable[tuple[Any, ...]], store: StateStore) -> ZSet[bytes]:
         """Push stage-1 rows (values…, weight) through the rest of the circuit; ΔV."""
         if self.aggregate is not None:
             delta = self.aggregate.step(list(rows), store)
         else:
             delta = ZSet()
             for row in rows:
-                delta.add(row[:-1], row[-1])
+                delta.add(row_key(row[:-1]), row[-1])
         if self.distinct is not None:
             delta = self.distinct.step(delta, store)
         return delta

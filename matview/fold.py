@@ -11,8 +11,6 @@ never restart below a progress mark).
 
 from __future__ import annotations
 
-from typing import Any
-
 import apsw
 
 from matview import catalog, names
@@ -43,14 +41,14 @@ def pending_count(conn: apsw.Connection, view: View) -> int:
 
 def _view_delta(
     conn: apsw.Connection, view: View, ranges: list[tuple[str, int, int]], store: StateStore
-) -> ZSet[tuple[Any, ...]]:
-    rows: list[tuple[Any, ...]] = []
+) -> ZSet[bytes]:
+    delta: ZSet[bytes] = ZSet()
     for _table, lo, hi in ranges:
-        rows.extend(view.circuit.stage1_delta(conn, lo, hi))
-    return view.circuit.step(rows, store)
+        delta = delta + view.circuit.delta(conn, lo, hi, store)
+    return delta
 
 
-def pending_view_delta(conn: apsw.Connection, view: View) -> ZSet[tuple[Any, ...]]:
+def pending_view_delta(conn: apsw.Connection, view: View) -> ZSet[bytes]:
     """ΔV of the not-yet-folded deltas, computed without writing anything (readers)."""
     ranges = pending_ranges(conn, view)
     if not ranges:

@@ -38,6 +38,7 @@ from matview.sqltext import (
 )
 
 ROWID_NAMES = ("rowid", "_rowid_", "oid")
+STAGE1_COLUMN = "__c{}"  # names of an aggregate view's stage-1 columns
 _DATE_FUNCTIONS = {"date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff"}
 _SQLITE_DETERMINISTIC = 0x800
 _NONDETERMINISTIC_KEYWORDS = {TokenType.CURRENT_DATE, TokenType.CURRENT_TIME, TokenType.CURRENT_TIMESTAMP}
@@ -349,6 +350,14 @@ class _Builder:
         return splice(text, replacements)
 
 
+def _named_stage1(expressions: list[str], alias: str, where_sql: str) -> str:
+    """The stage-1 SELECT of an aggregate view, its columns named `__c<i>` and `__w` so the
+    set-at-a-time aggregate path can select from it."""
+    columns = [f"{e} AS {quote(STAGE1_COLUMN.format(i))}" for i, e in enumerate(expressions)]
+    columns.append('{weight} AS "__w"')
+    return f"SELECT {', '.join(columns)} FROM {{source}} AS {quote(alias)}{where_sql}"
+
+
 def build_plan(
     conn: apsw.Connection,
     sql: str,
@@ -443,7 +452,7 @@ def build_plan(
     return Plan(
         table=table.name,
         kind="aggregate",
-        stage1=f"SELECT {', '.join([*builder.stage1, '{weight}'])} FROM {{source}} AS {quote(alias)}{where_sql}",
+        stage1=_named_stage1(builder.stage1, alias, where_sql),
         columns=columns,
         distinct=distinct,
         group_collations=group_collations,

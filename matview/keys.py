@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from matview.codec import pack
+from matview.codec import pack, unpack
 from matview.errors import UnsupportedQuery
 
 SQLITE_INT_MIN = -(2**63)
@@ -25,8 +25,16 @@ SUPPORTED_COLLATIONS = ("BINARY", "NOCASE", "RTRIM")
 
 
 def row_key(values: Sequence[Any]) -> bytes:
-    """The identity of a row: equal bytes iff every value has the same class and bytes."""
+    """The identity of a row: equal bytes iff every value has the same class and bytes.
+
+    Z-sets of view rows are keyed by it, never by Python tuples: Python calls `3 == 3.0`,
+    SQLite returns them as different rows."""
     return pack(tuple(values))
+
+
+def row_of(key: bytes) -> tuple[Any, ...]:
+    """The row a `row_key` encodes."""
+    return tuple(unpack(key))
 
 
 def _ascii_lower(text: str) -> str:

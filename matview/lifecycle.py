@@ -102,9 +102,19 @@ def _populate(conn: apsw.Connection, view: View) -> None:
         hi = scalar(conn, f"SELECT max({quote(names.SEQ)}) FROM {quote(names.delta_table(table))}")
         catalog.set_progress(conn, view.name, table, hi or 0)
     store = StateStore(conn, view.name, writable=True)
-    delta = view.circuit.step(view.circuit.stage1_base(conn), store)
-    view.table.insert_initial(conn, delta)
+    delta = view.circuit.populate(conn, store)
+    if delta is None:
+        view.table.insert_select(conn, _without_weight(view.circuit.base_sql, len(view.entry.plan.columns)))
+    else:
+        view.table.insert_initial(conn, delta)
     store.flush()
+
+
+def _without_weight(select: str, width: int) -> str:
+    """The first `width` columns of `select` (a stage-1 SELECT ending in its weight)."""
+    names_ = ", ".join(f"c{i}" for i in range(width + 1))
+    kept = ", ".join(f"c{i}" for i in range(width))
+    return f"WITH __dbsp_stage1({names_}) AS ({select}) SELECT {kept} FROM __dbsp_stage1"
 
 
 def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: bool = False) -> None:

@@ -34,6 +34,9 @@ def sqlite_order(value: Any) -> tuple[int, Any]:
     return (3, bytes(value))
 
 
+UNKNOWN = -1  # persisted weight of an entry changed by `add`, which never reads it
+
+
 class _Entry:
     __slots__ = ("delta", "ord", "persisted", "value", "value_changed")
 
@@ -87,6 +90,16 @@ class StateStore:
             entry.value, entry.value_changed = value, True
         return old, old + weight
 
+    def add(self, op: int, key: bytes, ord_: Any, weight: int) -> None:
+        """Add `weight` to entry `ord_` without reading it (its old weight is not needed).
+        Such entries are written by upsert; an entry that reaches zero is deleted."""
+        entries = self._ordered.setdefault((op, key), {})
+        slot = canonical(ord_)
+        entry = entries.get(slot)
+        if entry is None:
+            entry = entries[slot] = _Entry(ord_, None, UNKNOWN)
+        entry.delta += weight
+
     def first(self, op: int, key: bytes, descending: bool) -> Any:
         """The least (or greatest) ord with positive weight, or None."""
         pending = self._ordered.get((op, key), {})
@@ -101,7 +114,8 @@ class StateStore:
                 best = ord_
                 break
         for entry in pending.values():
-            positive_and_new = entry.persisted == 0 and entry.delta > 0
+            # an entry not (known to be) stored is a candidate when its delta is positive
+            positive_and_new = entry.persisted in (0, UNKNOWN) and entry.delta > 0
             if positive_and_new and (best is None or _better(entry.ord, best, descending)):
                 best = entry.ord
         return best
@@ -141,9 +155,15 @@ class StateStore:
             self.conn.executemany(
                 f"INSERT OR REPLACE INTO {self.state} (operator_id, key, value, weight) VALUES (?, ?, ?, 1)", upserts
             )
-        inserts, updates, removes = [], [], []
+        inserts, updates, removes, upserts_blind, drops_blind = [], [], [], [], []
         for (op, key), entries in self._ordered.items():
             for entry in entries.values():
+                if entry.persisted == UNKNOWN:
+                    if entry.delta:
+                        upserts_blind.append((op, key, entry.ord, entry.delta))
+                        if entry.delta < 0:
+                            drops_blind.append((op, key, entry.ord))
+                    continue
                 total = entry.persisted + entry.delta
                 if entry.delta == 0 and not entry.value_changed:
                     continue
@@ -164,6 +184,16 @@ class StateStore:
         if inserts:
             self.conn.executemany(
                 f"INSERT INTO {self.ostate} (operator_id, key, ord, value, weight) VALUES (?, ?, ?, ?, ?)", inserts
+            )
+        if upserts_blind:
+            self.conn.executemany(
+                f"INSERT INTO {self.ostate} (operator_id, key, ord, value, weight) VALUES (?, ?, ?, NULL, ?) "
+                "ON CONFLICT (operator_id, key, ord) DO UPDATE SET weight = weight + excluded.weight",
+                upserts_blind,
+            )
+        if drops_blind:
+            self.conn.executemany(
+                f"DELETE FROM {self.ostate} WHERE operator_id = ? AND key = ? AND ord = ? AND weight <= 0", drops_blind
             )
         self._dirty.clear()
         self._ordered.clear()

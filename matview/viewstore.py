@@ -17,10 +17,17 @@ import apsw
 from matview import names
 from matview.db import scalar
 from matview.errors import Error
-from matview.keys import row_key
+from matview.keys import row_key, row_of
 from matview.names import quote
 from matview.plan import OutputColumn
 from matview.zset import ZSet
+
+ROW_KEY_FUNCTION = "__dbsp_row_key"
+
+
+def row_key_sql(*values: Any) -> bytes:
+    """SQL function: the identity key of a row (as `keys.row_key`)."""
+    return row_key(values)
 
 
 class ViewTable:
@@ -36,6 +43,8 @@ class ViewTable:
             f"ON CONFLICT ({key}) DO UPDATE SET {weight} = {weight} + excluded.{weight} RETURNING {weight}"
         )
         self._delete = f"DELETE FROM {self.table} WHERE {key} = ?"
+        self._upsert_many = self._upsert.rsplit(" RETURNING", 1)[0]
+        self._delete_empty = f"DELETE FROM {self.table} WHERE {key} = ? AND {weight} <= 0"
         assignments = ", ".join(f"{quote(c.name)} = ?" for c in columns)
         # A changed group is −old +new: rewrite the old row in place when it is alone.
         self._replace = f"UPDATE OR IGNORE {self.table} SET {assignments}, {key} = ? WHERE {key} = ? AND {weight} = 1"
@@ -52,24 +61,45 @@ class ViewTable:
             f"CREATE UNIQUE INDEX {quote(names.view_key_index(self.view))} ON {self.table} ({quote(names.KEY)})"
         )
 
-    def insert_initial(self, conn: apsw.Connection, delta: ZSet[tuple[Any, ...]]) -> None:
-        conn.executemany(self._insert, ((*row, row_key(row), weight) for row, weight in delta.items()))
+    def insert_initial(self, conn: apsw.Connection, delta: ZSet[bytes]) -> None:
+        conn.executemany(self._insert, ((*row_of(key), key, weight) for key, weight in delta.items()))
 
-    def apply(self, conn: apsw.Connection, delta: ZSet[tuple[Any, ...]]) -> None:
+    def insert_select(self, conn: apsw.Connection, select: str) -> None:
+        """Fill the empty table from `select` (columns c0…, the view's rows, one per base
+        row), set at a time: each row keyed by the SQL function ROW_KEY_FUNCTION. Rows are inserted with
+        weight 1; if the unique key finds duplicates, they are counted with a GROUP BY."""
+        values = ", ".join(f"c{i}" for i in range(len(self.columns)))
+        source = f"SELECT {values}, {ROW_KEY_FUNCTION}({values}) AS k FROM ({select})"
+        into = f"INSERT INTO {self.table} ({self.select_columns})"
+        conn.execute("SAVEPOINT __dbsp_fill")
+        try:
+            conn.execute(f"{into} SELECT {values}, k, 1 FROM ({source})")
+        except apsw.ConstraintError:
+            conn.execute("ROLLBACK TO __dbsp_fill")
+            conn.execute(f"{into} SELECT {values}, k, count(*) FROM ({source}) GROUP BY k")
+        conn.execute("RELEASE __dbsp_fill")
+
+    def apply(self, conn: apsw.Connection, delta: ZSet[bytes]) -> None:
         """V ← V + ΔV."""
-        removed = [row for row, weight in delta.items() if weight == -1]
-        added = [row for row, weight in delta.items() if weight == 1]
-        replaced: set[tuple[Any, ...]] = set()
+        removed = [key for key, weight in delta.items() if weight == -1]
+        added = [key for key, weight in delta.items() if weight == 1]
+        replaced: set[bytes] = set()
         for old, new in zip(removed, added):
-            conn.execute(self._replace, (*new, row_key(new), row_key(old)))
+            conn.execute(self._replace, (*row_of(new), new, old))
             if conn.changes() == 1:
                 replaced.update((old, new))
-        for row, weight in delta.items():
-            if row in replaced:
-                continue
-            key = row_key(row)
-            total = scalar(conn, self._upsert, (*row, key, weight))
-            if total == 0:
-                conn.execute(self._delete, (key,))
-            elif total < 0:
-                raise Error(f"materialized view {self.view} is inconsistent (negative weight); REFRESH it")
+        rest = [(key, weight) for key, weight in delta.items() if key not in replaced]
+        if len(rest) <= 4:
+            for key, weight in rest:
+                total = scalar(conn, self._upsert, (*row_of(key), key, weight))
+                if total == 0:
+                    conn.execute(self._delete, (key,))
+                elif total < 0:
+                    raise Error(f"materialized view {self.view} is inconsistent (negative weight); REFRESH it")
+            return
+        # many rows: set-at-a-time upsert, then drop the rows whose weight reached zero
+        keyed = [(*row_of(key), key, weight) for key, weight in rest]
+        conn.executemany(self._upsert_many, keyed)
+        shrunk = [(item[-2],) for item in keyed if item[-1] < 0]
+        if shrunk:
+            conn.executemany(self._delete_empty, shrunk)

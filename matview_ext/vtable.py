@@ -17,7 +17,7 @@ import apsw
 
 from matview.errors import Error
 from matview.fold import pending_view_delta
-from matview.keys import row_key
+from matview.keys import row_of
 from matview.names import quote
 from matview.operators.accumulators import OVERFLOW
 from matview.registry import Registry, View
@@ -129,7 +129,7 @@ class Cursor:
             for row in stored:
                 rows.extend([row[:width]] * row[-1])
         else:
-            changes = {row_key(r): (r, w) for r, w in pending.items()}
+            changes = {key: (row_of(key), w) for key, w in pending.items()}
             for row in stored:
                 values, key, weight = row[:width], row[width], row[-1]
                 change = changes.pop(key, None)

@@ -128,15 +128,17 @@ class Accumulator:
         if func in ("sum", "total", "avg"):
             SumState.add(acc, self._numeric(value), weight)
             return acc
-        # min / max
-        old, new = store.adjust(self.op, key, value, None, weight)
+        # min / max: only deleting the current extreme needs the entry's remaining weight
         cached, stale = acc
         descending = func == "max"
-        if weight > 0 and not stale:
-            if cached is None or _strictly_better(value, cached, descending):
-                acc = [value, False]
-        elif weight < 0 and new <= 0 and cached is not None and canonical(cached) == canonical(value):
-            acc = [None, True]
+        if weight < 0 and cached is not None and canonical(cached) == canonical(value):
+            _old, new = store.adjust(self.op, key, value, None, weight)
+            if new <= 0:
+                acc = [None, True]
+            return acc
+        store.add(self.op, key, value, weight)
+        if weight > 0 and not stale and (cached is None or _strictly_better(value, cached, descending)):
+            acc = [value, False]
         return acc
 
     def result(self, acc: Any, store: StateStore, key: bytes) -> Any:

@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from matview.evaluator import Evaluator
-from matview.keys import group_key
+from matview.keys import group_key, row_key
 from matview.operators.accumulators import OVERFLOW, Accumulator
 from matview.plan import Plan
 from matview.state import StateStore
 from matview.zset import ZSet
 
 GROUPS_OP = 0  # operator id of the per-group accumulator lists in the state table
-_EMPTY_KEY = group_key((), ())
+EMPTY_KEY = group_key((), ())
 
 
 class Aggregate:
@@ -30,6 +30,7 @@ class Aggregate:
     def __init__(self, view: str, plan: Plan, evaluator: Evaluator) -> None:
         self.view, self.plan, self.evaluator = view, plan, evaluator
         self.k = plan.group_count
+        self.empty_key = EMPTY_KEY
         self.accumulators = [
             Accumulator(spec, op=index + 1, coerce=evaluator.numeric_sum_term) for index, spec in enumerate(plan.aggs)
         ]
@@ -37,22 +38,22 @@ class Aggregate:
     def fresh_group(self, values: Sequence[Any]) -> list[Any]:
         return [0, list(values), None] + [a.initial() for a in self.accumulators]
 
-    def step(self, rows: Sequence[tuple[Any, ...]], store: StateStore) -> ZSet[tuple[Any, ...]]:
+    def step(self, rows: Sequence[tuple[Any, ...]], store: StateStore) -> ZSet[bytes]:
         """Apply stage-1 delta rows (group values…, aggregate inputs…, weight); return ΔO."""
         k, plan = self.k, self.plan
         collations = plan.group_collations
         touched: dict[bytes, list[Any]] = {}
         if not plan.has_group_by:
-            touched[_EMPTY_KEY] = self._load(store, _EMPTY_KEY, ())
+            touched[EMPTY_KEY] = self.load(store, EMPTY_KEY, ())
         rowid_column = plan.rowid_column
         specs = [(a, a.spec.arg, a.spec.filter) for a in self.accumulators]
         for row in rows:
             weight = row[-1]
             values = row[:k]
-            key = group_key(values, collations) if k else _EMPTY_KEY
+            key = group_key(values, collations) if k else EMPTY_KEY
             group = touched.get(key)
             if group is None:
-                group = touched[key] = self._load(store, key, values)
+                group = touched[key] = self.load(store, key, values)
             group[0] += weight
             rowid = row[rowid_column] if rowid_column is not None else None
             for index, (acc, arg, filt) in enumerate(specs):
@@ -60,19 +61,19 @@ class Aggregate:
                     continue
                 value = row[arg] if arg is not None else None
                 group[3 + index] = acc.update(group[3 + index], value, weight, store, key, rowid)
-        return self._emit(touched, store)
+        return self.emit(touched, store)
 
-    def _load(self, store: StateStore, key: bytes, values: Sequence[Any]) -> list[Any]:
+    def load(self, store: StateStore, key: bytes, values: Sequence[Any]) -> list[Any]:
         group = store.get(GROUPS_OP, key)
         return group if group is not None else self.fresh_group(values)
 
-    def _emit(self, touched: dict[bytes, list[Any]], store: StateStore) -> ZSet[tuple[Any, ...]]:
+    def emit(self, touched: dict[bytes, list[Any]], store: StateStore) -> ZSet[bytes]:
         plan = self.plan
-        delta: ZSet[tuple[Any, ...]] = ZSet()
+        delta: ZSet[bytes] = ZSet()
         live: list[tuple[bytes, list[Any], list[Any]]] = []
         for key, group in touched.items():
             if group[2] is not None:
-                delta.add(tuple(group[2]), -1)
+                delta.add(row_key(group[2]), -1)
             if group[0] < 0:
                 raise RuntimeError(f"view {self.view}: group weight became negative")
             if group[0] == 0 and plan.has_group_by:
@@ -92,7 +93,7 @@ class Aggregate:
             row = None
             if keep:
                 row = [self._output(source, index, group, results, exprs) for source, index in plan.outputs]
-                delta.add(tuple(row), 1)
+                delta.add(row_key(row), 1)
             group[2] = row
             store.put(GROUPS_OP, key, group)
         return delta

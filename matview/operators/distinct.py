@@ -9,9 +9,7 @@ on positive → 0.
 
 from __future__ import annotations
 
-from typing import Any
-
-from matview.keys import group_key
+from matview.keys import group_key, row_key, row_of
 from matview.state import StateStore
 from matview.zset import ZSet
 
@@ -22,16 +20,17 @@ class Distinct:
     def __init__(self, collations: tuple[str, ...]) -> None:
         self.collations = collations
 
-    def step(self, delta: ZSet[tuple[Any, ...]], store: StateStore) -> ZSet[tuple[Any, ...]]:
-        out: ZSet[tuple[Any, ...]] = ZSet()
-        for row, weight in delta.items():
+    def step(self, delta: ZSet[bytes], store: StateStore) -> ZSet[bytes]:
+        out: ZSet[bytes] = ZSet()
+        for identity, weight in delta.items():
+            row = row_of(identity)
             key = group_key(row, self.collations)
             state = store.get(DISTINCT_OP, key)
             count, representative = (0, list(row)) if state is None else state
             new = count + weight
             if count <= 0 < new:
-                out.add(tuple(representative), 1)
+                out.add(row_key(representative), 1)
             elif new <= 0 < count:
-                out.add(tuple(representative), -1)
+                out.add(row_key(representative), -1)
             store.put(DISTINCT_OP, key, None if new == 0 else [new, representative])
         return out

@@ -1,0 +1,181 @@
+"""Grouped aggregation of a large delta, set at a time (DBSP §7.2 with SQLite doing the work).
+
+The incremental rule is the one of `Aggregate`; only the evaluation differs. Instead of
+visiting delta rows in Python, one GROUP BY over the stage-1 rows yields each touched
+group's partial aggregates (Σw, Σ of integer arguments × w, the least/greatest inserted
+value), and the MIN/MAX ordered multisets are updated by one ``INSERT … SELECT … ON
+CONFLICT`` each. Python then visits each touched group once. Used for CREATE/REFRESH
+(the whole table is one delta) and for folds of large deltas, in write mode, for the
+aggregates whose partials SQL computes exactly (COUNT, SUM/TOTAL/AVG of integers, MIN,
+MAX; real and text arguments of sums are added exactly in Python) and BINARY group keys.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import apsw
+
+from matview.keys import group_key
+from matview.names import quote
+from matview.operators.accumulators import SumState, _strictly_better
+from matview.state import StateStore
+from matview.zset import ZSet
+
+if TYPE_CHECKING:
+    from matview.operators.aggregate import Aggregate
+
+GROUP_KEY_FUNCTION = "__dbsp_group_key"
+_SQL_FUNCS = {"count", "sum", "total", "avg", "min", "max"}
+
+
+def group_key_sql(*values: Any) -> bytes:
+    """SQL function: the group key of BINARY-collated group values (as `keys.group_key`)."""
+    return group_key(values, ("BINARY",) * len(values))
+
+
+def eligible(aggregate: Aggregate) -> bool:
+    plan = aggregate.plan
+    return all(a.func in _SQL_FUNCS and not a.distinct for a in plan.aggs) and all(
+        c == "BINARY" for c in plan.group_collations
+    )
+
+
+def _column(index: int) -> str:
+    return quote(f"__c{index}")
+
+
+def sql_step(
+    aggregate: Aggregate, conn: apsw.Connection, source: str, params: Any, store: StateStore
+) -> ZSet[bytes] | None:
+    """ΔO for the stage-1 rows of `source` (a SELECT with columns __c<i> and __w); None when
+    SQLite cannot compute the partials (an integer overflow), before anything was written."""
+    plan, k = aggregate.plan, aggregate.k
+    groups = [_column(i) for i in range(k)]
+    parts = ['sum("__w")']
+    layout: list[tuple[str, int]] = []  # (what, position in the partials row)
+    for spec in plan.aggs:
+        condition = f"{_column(spec.filter)} AND " if spec.filter is not None else ""
+        arg = _column(spec.arg) if spec.arg is not None else None
+        if spec.func == "count" and arg is None:
+            layout.append(("count", len(parts)))
+            parts.append(f'sum(CASE WHEN {condition}1 THEN "__w" ELSE 0 END)')
+        elif spec.func == "count":
+            layout.append(("count", len(parts)))
+            parts.append(f'sum(CASE WHEN {condition}{arg} IS NOT NULL THEN "__w" ELSE 0 END)')
+        elif spec.func in ("sum", "total", "avg"):
+            layout.append(("sum", len(parts)))
+            parts.append(f"sum(CASE WHEN {condition}typeof({arg}) = 'integer' THEN \"__w\" ELSE 0 END)")
+            parts.append(f"sum(CASE WHEN {condition}typeof({arg}) = 'integer' THEN {arg} * \"__w\" END)")
+            parts.append(f"sum(CASE WHEN {condition}typeof({arg}) NOT IN ('integer', 'null') THEN 1 ELSE 0 END)")
+        else:
+            extreme = "min" if spec.func == "min" else "max"
+            layout.append(("minmax", len(parts)))
+            parts.append(f'{extreme}(CASE WHEN {condition}"__w" > 0 THEN {arg} END)')
+            parts.append(f'{extreme}(CASE WHEN {condition}"__w" < 0 THEN {arg} END)')
+    group_by = f" GROUP BY {', '.join(groups)}" if groups else ""
+    select_groups = ", ".join(groups) + ", " if groups else ""
+    try:
+        partials = conn.execute(
+            f"SELECT {select_groups}{', '.join(parts)} FROM ({source}){group_by}", params
+        ).fetchall()
+    except apsw.SQLError:
+        return None  # an integer sum left 64 bits inside SQLite: the exact Python path takes over
+
+    touched: dict[bytes, list[Any]] = {}
+    if not plan.has_group_by:
+        touched[aggregate.empty_key] = aggregate.load(store, aggregate.empty_key, ())
+    reals: list[int] = []
+    for row in partials:
+        values = row[:k]
+        key = group_key(values, plan.group_collations) if k else aggregate.empty_key
+        group = touched.get(key)
+        if group is None:
+            group = touched[key] = aggregate.load(store, key, values)
+        group[0] += row[k] or 0
+        for index, (spec, (what, at)) in enumerate(zip(plan.aggs, layout, strict=True)):
+            slot = 3 + index
+            at += k
+            if what == "count":
+                group[slot] += row[at] or 0
+            elif what == "sum":
+                acc = group[slot]
+                acc[0] += row[at] or 0
+                acc[2] += row[at + 1] or 0
+                if row[at + 2]:
+                    reals.append(index)
+            else:
+                inserted, deleted = row[at], row[at + 1]
+                cached, was_stale = group[slot]
+                descending = spec.func == "max"
+                if deleted is not None and cached is not None and not _strictly_better(cached, deleted, descending):
+                    group[slot] = [None, True]  # an extreme may have been deleted: re-seek after the update
+                elif (
+                    inserted is not None
+                    and not was_stale
+                    and (cached is None or _strictly_better(inserted, cached, descending))
+                ):
+                    group[slot] = [inserted, False]
+    for index in sorted(set(reals)):
+        _add_non_integer_terms(aggregate, conn, source, params, index, touched, store)
+    for index, spec in enumerate(plan.aggs):
+        if spec.func in ("min", "max"):
+            _update_ordered(conn, store, source, params, index, spec.arg, spec.filter, k)
+    return aggregate.emit(touched, store)
+
+
+def _add_non_integer_terms(
+    aggregate: Aggregate,
+    conn: apsw.Connection,
+    source: str,
+    params: Any,
+    index: int,
+    touched: dict[bytes, list[Any]],
+    store: StateStore,
+) -> None:
+    """Exact sums need Python for REAL and TEXT arguments: visit just those rows."""
+    plan, k = aggregate.plan, aggregate.k
+    spec = plan.aggs[index]
+    arg = _column(spec.arg)  # type: ignore[arg-type]
+    condition = f" AND {_column(spec.filter)}" if spec.filter is not None else ""
+    groups = "".join(f"{_column(i)}, " for i in range(k))
+    coerce = aggregate.accumulators[index].coerce
+    for row in conn.execute(
+        f"SELECT {groups}{arg}, \"__w\" FROM ({source}) WHERE typeof({arg}) NOT IN ('integer', 'null'){condition}",
+        params,
+    ):
+        key = group_key(row[:k], plan.group_collations) if k else aggregate.empty_key
+        value = row[k]
+        acc = touched[key][3 + index]
+        # SumState.add counts the value in n itself; the GROUP BY counted only integers
+        SumState.add(acc, value if isinstance(value, float) else coerce(value), row[k + 1])
+
+
+def _update_ordered(
+    conn: apsw.Connection,
+    store: StateStore,
+    source: str,
+    params: Any,
+    index: int,
+    arg: int | None,
+    filter_: int | None,
+    k: int,
+) -> None:
+    """Add the delta's values to MIN/MAX's ordered multiset, set at a time."""
+    ostate = store.ostate
+    op = index + 1
+    condition = f" AND {_column(filter_)}" if filter_ is not None else ""
+    key = f"{GROUP_KEY_FUNCTION}({', '.join(_column(i) for i in range(k))})"
+    value = _column(arg)  # type: ignore[arg-type]
+    conn.execute(
+        f"INSERT INTO {ostate} (operator_id, key, ord, value, weight) "
+        f'SELECT * FROM (SELECT {op}, {key} AS k, {value} AS v, NULL, sum("__w") AS w FROM ({source}) '
+        f"WHERE {value} IS NOT NULL{condition} GROUP BY k, v) WHERE w <> 0 "
+        "ON CONFLICT (operator_id, key, ord) DO UPDATE SET weight = weight + excluded.weight",
+        params,
+    )
+    conn.execute(
+        f"DELETE FROM {ostate} WHERE operator_id = {op} AND weight <= 0 AND (key, ord) IN "
+        f'(SELECT {key}, {value} FROM ({source}) WHERE "__w" < 0 AND {value} IS NOT NULL{condition})',
+        params,
+    )
