@@ -35,7 +35,9 @@ class Circuit:
     def __init__(self, view: str, plan: Plan, evaluator: Evaluator) -> None:
         self.view, self.plan = view, plan
         self.aggregate = Aggregate(view, plan, evaluator) if plan.kind == "aggregate" else None
-        self.distinct = Distinct(tuple(c.collation for c in plan.columns)) if plan.distinct else None
+        self.distinct = (
+            Distinct(tuple(c.collation for c in plan.columns), plan.exact_distinct) if plan.distinct else None
+        )
         user_columns = [c[0] for c in plan.base_signature]
         lowered = {c.lower() for c in user_columns}
         aliases = [f"{quote(names.ROWID)} AS {quote(a)}" for a in _ROWID_ALIASES if a not in lowered]

@@ -23,7 +23,7 @@ from matview.errors import Error, UnsupportedQuery
 from matview.keys import check_collation
 from matview.names import quote
 from matview.plan import AggSpec, OutputColumn, Plan, PostColumn
-from matview.schema import TableInfo, read_table
+from matview.schema import TableInfo, has_one_variant, read_table
 from matview.sqltext import (
     AggregateCall,
     Clauses,
@@ -392,6 +392,7 @@ def build_plan(
                 check_collation(output.collation, f"SELECT DISTINCT column {output.name}")
         stage1 = ", ".join(item.text for item in items)
         return Plan(
+            exact_distinct=all(has_one_variant(c.decltype, c.collation) for c in columns),
             table=table.name,
             kind="rows",
             stage1=f"SELECT {stage1}, {{weight}} FROM {{source}} AS {quote(alias)}{where_sql}",
@@ -449,7 +450,17 @@ def build_plan(
         for name, index in group_columns.items()
         if (base := table.column(name)) is not None
     ] + [PostColumn(f"__a{i}", "", "BINARY", ("agg", i)) for i in range(len(builder.aggs))]
+    exact_groups = True
+    for toks in group_terms:
+        column = builder.column_of(toks)
+        base = table.column(column) if column and column != "rowid" else None
+        if column == "rowid":
+            continue
+        if base is None or not has_one_variant(base.decltype, builder.collation_of(toks)):
+            exact_groups = False
     return Plan(
+        exact_groups=exact_groups,
+        exact_distinct=all(has_one_variant(c.decltype, c.collation) for c in columns),
         table=table.name,
         kind="aggregate",
         stage1=_named_stage1(builder.stage1, alias, where_sql),

@@ -64,6 +64,8 @@ class Plan:
     post_exprs: tuple[str, ...] = ()
     having: str | None = None
     rowid_column: int | None = None  # stage-1 index of the base rowid, when an aggregate needs order
+    exact_groups: bool = True  # GROUP BY keys have one variant each (see operators.variants)
+    exact_distinct: bool = True  # DISTINCT rows have one variant each
     base_signature: tuple[tuple[str, str, str], ...] = field(default=())
 
     @property

@@ -11,6 +11,26 @@ from matview.errors import Error, UnsupportedQuery
 from matview.names import is_internal, quote
 
 
+def affinity(decltype: str) -> str:
+    """SQLite's column affinity of a declared type (§3.1 of its datatype rules)."""
+    upper = decltype.upper()
+    if "INT" in upper:
+        return "INTEGER"
+    if any(word in upper for word in ("CHAR", "CLOB", "TEXT")):
+        return "TEXT"
+    if not upper or "BLOB" in upper:
+        return "BLOB"
+    if any(word in upper for word in ("REAL", "FLOA", "DOUB")):
+        return "REAL"
+    return "NUMERIC"
+
+
+def has_one_variant(decltype: str, collation: str) -> bool:
+    """True when values SQLite calls equal are identical in such a column: its affinity
+    turns 3.0 into 3 (or 3 into 3.0) on storage, and BINARY never equates different text."""
+    return affinity(decltype) != "BLOB" and collation.upper() == "BINARY"
+
+
 @dataclass(frozen=True)
 class Column:
     name: str

@@ -16,6 +16,7 @@ from typing import Any
 from matview.evaluator import Evaluator
 from matview.keys import group_key, row_key
 from matview.operators.accumulators import OVERFLOW, Accumulator
+from matview.operators.variants import count_variant, shown_variant
 from matview.plan import Plan
 from matview.state import StateStore
 from matview.zset import ZSet
@@ -36,7 +37,8 @@ class Aggregate:
         ]
 
     def fresh_group(self, values: Sequence[Any]) -> list[Any]:
-        return [0, list(values), None] + [a.initial() for a in self.accumulators]
+        """[row count, shown group values, emitted row, acc…, variants of the group values]"""
+        return [0, list(values), None, *(a.initial() for a in self.accumulators), None]
 
     def step(self, rows: Sequence[tuple[Any, ...]], store: StateStore) -> ZSet[bytes]:
         """Apply stage-1 delta rows (group values…, aggregate inputs…, weight); return ΔO."""
@@ -46,6 +48,7 @@ class Aggregate:
         if not plan.has_group_by:
             touched[EMPTY_KEY] = self.load(store, EMPTY_KEY, ())
         rowid_column = plan.rowid_column
+        track_variants = not plan.exact_groups
         specs = [(a, a.spec.arg, a.spec.filter) for a in self.accumulators]
         for row in rows:
             weight = row[-1]
@@ -55,6 +58,8 @@ class Aggregate:
             if group is None:
                 group = touched[key] = self.load(store, key, values)
             group[0] += weight
+            if track_variants:
+                group[-1] = count_variant(group[-1], values, weight)
             rowid = row[rowid_column] if rowid_column is not None else None
             for index, (acc, arg, filt) in enumerate(specs):
                 if filt is not None and not row[filt]:
@@ -79,6 +84,8 @@ class Aggregate:
             if group[0] == 0 and plan.has_group_by:
                 store.put(GROUPS_OP, key, None)
                 continue
+            if not plan.exact_groups:
+                group[1] = shown_variant(group[1], group[-1])
             results = [a.result(group[3 + i], store, key) for i, a in enumerate(self.accumulators)]
             live.append((key, group, results))
         evaluated: list[tuple[list[Any], bool]] = []

@@ -36,9 +36,7 @@ def group_key_sql(*values: Any) -> bytes:
 
 def eligible(aggregate: Aggregate) -> bool:
     plan = aggregate.plan
-    return all(a.func in _SQL_FUNCS and not a.distinct for a in plan.aggs) and all(
-        c == "BINARY" for c in plan.group_collations
-    )
+    return plan.exact_groups and all(a.func in _SQL_FUNCS and not a.distinct for a in plan.aggs)
 
 
 def _column(index: int) -> str:

@@ -10,6 +10,7 @@ on positive → 0.
 from __future__ import annotations
 
 from matview.keys import group_key, row_key, row_of
+from matview.operators.variants import count_variant, shown_variant
 from matview.state import StateStore
 from matview.zset import ZSet
 
@@ -17,8 +18,8 @@ DISTINCT_OP = 1_000_000  # operator id in the state table, clear of aggregate id
 
 
 class Distinct:
-    def __init__(self, collations: tuple[str, ...]) -> None:
-        self.collations = collations
+    def __init__(self, collations: tuple[str, ...], exact: bool) -> None:
+        self.collations, self.exact = collations, exact
 
     def step(self, delta: ZSet[bytes], store: StateStore) -> ZSet[bytes]:
         out: ZSet[bytes] = ZSet()
@@ -26,11 +27,14 @@ class Distinct:
             row = row_of(identity)
             key = group_key(row, self.collations)
             state = store.get(DISTINCT_OP, key)
-            count, representative = (0, list(row)) if state is None else state
+            count, shown, variants = (0, list(row), None) if state is None else state
             new = count + weight
-            if count <= 0 < new:
-                out.add(row_key(representative), 1)
-            elif new <= 0 < count:
-                out.add(row_key(representative), -1)
-            store.put(DISTINCT_OP, key, None if new == 0 else [new, representative])
+            if not self.exact:
+                variants = count_variant(variants, row, weight)
+            if count > 0:
+                out.add(row_key(shown), -1)
+            if new > 0:
+                shown = shown_variant(shown if count > 0 else row, variants) if not self.exact else shown
+                out.add(row_key(shown), 1)
+            store.put(DISTINCT_OP, key, None if new == 0 else [new, shown, variants])
         return out
