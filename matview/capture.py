@@ -23,7 +23,7 @@ import apsw
 from matview import names
 from matview.db import scalar
 from matview.names import quote
-from matview.schema import TableInfo
+from matview.schema import ROWID_KEY, TableInfo
 
 CAPTURE_EVENTS = (
     "before_insert",
@@ -47,105 +47,118 @@ def delta_columns_sql(table: TableInfo) -> str:
 
 def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
     """Create the delta log, preimage table and triggers of `table` (idempotent)."""
-    t = table.name
-    delta, pre = quote(names.delta_table(t)), quote(names.preimage_table(t))
+    t = quote(table.name)
+    delta, pre = quote(names.delta_table(table.name)), quote(names.preimage_table(table.name))
     cols = delta_columns_sql(table)
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {delta} ({quote(names.SEQ)} INTEGER PRIMARY KEY, "
         f"{quote(names.ROWID)} INTEGER, {cols}, {quote(names.WEIGHT)} INTEGER NOT NULL)"
     )
     conn.execute(f"CREATE TABLE IF NOT EXISTS {pre} ({quote(names.ROWID)} INTEGER, {cols})")
-    column_list = ", ".join(quote(c.name) for c in table.columns)
+    rid = table.rowid_name
+    user_columns = [quote(c.name) for c in table.columns]
+    column_list = ", ".join(user_columns)
     target = f"{delta} ({quote(names.ROWID)}, {column_list}, {quote(names.WEIGHT)})"
-    rowid = "rowid" if table.has_rowid else "NULL"
 
-    def values(prefix: str, weight: int) -> str:
-        row = ", ".join(f"{prefix}.{quote(c.name)}" for c in table.columns)
-        return f"VALUES ({prefix}.{rowid}, {row}, {weight})" if table.has_rowid else f"VALUES (NULL, {row}, {weight})"
-
-    identity = [("rowid",)] if table.has_rowid else [table.primary_key]
-    conflict_keys = identity + [k for k in table.unique_keys if k not in identity]
-
-    def conflicts(exclude_old: bool) -> str:
-        alternatives = [
-            "(" + " AND ".join(f"{quote_key(k)} = new.{quote_key(k)}" for k in key) + ")" for key in conflict_keys
-        ]
-        condition = " OR ".join(alternatives)
-        if exclude_old:
-            condition = f"({condition}) AND NOT ({same_row('old', t)})"
-        return condition
-
-    def same_row(prefix: str, alias: str) -> str:
-        if table.has_rowid:
-            return f"{quote(alias)}.rowid = {prefix}.rowid"
-        return " AND ".join(f"{quote(alias)}.{quote(k)} IS {prefix}.{quote(k)}" for k in table.primary_key)
-
-    def vanished(prefix_new: str) -> str:
-        # A preimage row vanished if no row with its identity remains, or if the new row
-        # took over its identity (REPLACE on the primary key itself).
-        if table.has_rowid:
-            gone = f"NOT EXISTS (SELECT 1 FROM {quote(t)} WHERE rowid = p.{quote(names.ROWID)})"
-            took = f"p.{quote(names.ROWID)} = {prefix_new}.rowid"
+    def row(prefix: str) -> str:
+        """The delta columns of `prefix`'s row (a preimage row "p" keeps its rowid in a column)."""
+        if not table.has_rowid:
+            identity = "NULL"
+        elif prefix == "p":
+            identity = f"p.{quote(names.ROWID)}"
         else:
-            match = " AND ".join(f"x.{quote(k)} IS p.{quote(k)}" for k in table.primary_key)
-            gone = f"NOT EXISTS (SELECT 1 FROM {quote(t)} x WHERE {match})"
-            took = " AND ".join(f"p.{quote(k)} IS {prefix_new}.{quote(k)}" for k in table.primary_key)
-        return f"{gone} OR ({took})"
+            identity = f"{prefix}.{rid}"
+        return ", ".join([identity, *(f"{prefix}.{c}" for c in user_columns)])
 
-    pre_select = f"SELECT {rowid}, {column_list} FROM {quote(t)}"
-    p_cols = ", ".join(f"p.{quote(c.name)}" for c in table.columns)
+    # Identity of a row: its rowid, or the primary key of a WITHOUT ROWID table; in a
+    # preimage row the rowid is the __dbsp_rowid column.
+    # alias "p" is a preimage row; "" is a preimage row in DELETE/UPDATE of the preimage
+    # table itself, which stays unaliased (older SQLite cannot read `DELETE FROM x AS p`).
+    def qualified(alias: str, column: str) -> str:
+        return f"{alias}.{column}" if alias else column
+
+    def identity_of(alias: str) -> list[str]:
+        if table.has_rowid:
+            return [qualified(alias, quote(names.ROWID)) if alias in ("p", "") else f"{alias}.{rid}"]
+        return [qualified(alias, quote(k)) for k in table.primary_key]
+
+    def key_term(alias: str, column: str) -> str:
+        if column == ROWID_KEY:
+            return qualified(alias, quote(names.ROWID)) if alias in ("p", "") else f"{alias}.{rid}"
+        return qualified(alias, quote(column))
+
+    keys = [(ROWID_KEY,)] if table.has_rowid else [table.primary_key]
+    keys += [k for k in table.unique_keys if k not in keys]
+
+    def conflicts(alias: str) -> str:
+        """`alias`'s row shares a unique key with new (NULLs never conflict)."""
+        return " OR ".join(
+            "(" + " AND ".join(f"{key_term(alias, c)} = {key_term('new', c)}" for c in key) + ")" for key in keys
+        )
+
+    def same(alias: str, other: str) -> str:
+        return " AND ".join(f"{a} IS {b}" for a, b in zip(identity_of(alias), identity_of(other), strict=True))
+
+    same_values = " AND ".join([same("", "old"), *(f"{c} IS old.{c}" for c in user_columns)])
+    already = " AND ".join([same("p", "t0"), *(f"p.{c} IS t0.{c}" for c in user_columns)])
+    gone = f"NOT EXISTS (SELECT 1 FROM {t} AS t0 WHERE {same('t0', 'p')})"
+    took_key = same("p", "new")
+    # a preimage row follows its row through updates (a user's trigger may update it
+    # between capture and the REPLACE that deletes it)
+    follow = ", ".join(
+        [*([f"{quote(names.ROWID)} = new.{rid}"] if table.has_rowid else []), *(f"{c} = new.{c}" for c in user_columns)]
+    )
     if table.has_rowid:
-        preimage_of_old = f"{quote(names.ROWID)} = old.rowid"
-        not_old = f"NOT (p.{quote(names.ROWID)} IS old.rowid)"
+        same_unaliased = f"{quote(names.ROWID)} IS old.{rid}"
     else:
-        preimage_of_old = " AND ".join(f"{quote(k)} IS old.{quote(k)}" for k in table.primary_key)
-        not_old = "NOT (" + " AND ".join(f"p.{quote(k)} IS old.{quote(k)}" for k in table.primary_key) + ")"
-    trg = {e: quote(names.trigger(t, e)) for e in CAPTURE_EVENTS}
-    # Only a write that conflicts with an existing row runs the preimage statements; the
-    # common write pays one index probe (BEFORE) and one probe of the empty preimage (AFTER).
+        same_unaliased = " AND ".join(f"{quote(k)} IS old.{quote(k)}" for k in table.primary_key)
+    trg = {e: quote(names.trigger(table.name, e)) for e in CAPTURE_EVENTS}
+    capture = (
+        f"INSERT INTO {pre} SELECT {row('t0')} FROM {t} AS t0 WHERE ({conflicts('t0')}) {{extra}}"
+        f"AND NOT EXISTS (SELECT 1 FROM {pre} AS p WHERE {already});"
+    )
+    # The preimage holds rows a REPLACE may delete without firing DELETE triggers. Each
+    # trigger only adds, and handles only the rows conflicting with its own new row, so the
+    # writes of users' triggers nested inside a statement never disturb each other.
     conn.execute(
         f"""
-        CREATE TRIGGER IF NOT EXISTS {trg["before_insert"]} BEFORE INSERT ON {quote(t)}
-        WHEN EXISTS (SELECT 1 FROM {quote(t)} WHERE {conflicts(False)}) BEGIN
-          DELETE FROM {pre};
-          INSERT INTO {pre} {pre_select} WHERE {conflicts(False)};
+        CREATE TRIGGER IF NOT EXISTS {trg['before_insert']} BEFORE INSERT ON {t}
+        WHEN EXISTS (SELECT 1 FROM {t} AS t0 WHERE {conflicts('t0')}) BEGIN
+          {capture.format(extra="")}
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg["insert"]} AFTER INSERT ON {quote(t)} BEGIN
-          INSERT INTO {target} {values("new", 1)};
+        CREATE TRIGGER IF NOT EXISTS {trg['insert']} AFTER INSERT ON {t} BEGIN
+          INSERT INTO {target} VALUES ({row('new')}, 1);
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg["replaced_by_insert"]} AFTER INSERT ON {quote(t)}
+        CREATE TRIGGER IF NOT EXISTS {trg['replaced_by_insert']} AFTER INSERT ON {t}
         WHEN EXISTS (SELECT 1 FROM {pre}) BEGIN
-          INSERT INTO {target} SELECT p.{quote(names.ROWID)}, {p_cols}, -1 FROM {pre} p WHERE {vanished("new")};
-          DELETE FROM {pre};
+          INSERT INTO {target} SELECT {row('p')}, -1 FROM {pre} AS p
+            WHERE ({conflicts('p')}) AND ({gone} OR ({took_key}));
+          DELETE FROM {pre} WHERE {conflicts('')};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg["before_update"]} BEFORE UPDATE ON {quote(t)}
-        WHEN EXISTS (SELECT 1 FROM {quote(t)} WHERE {conflicts(True)}) BEGIN
-          DELETE FROM {pre};
-          INSERT INTO {pre} {pre_select} WHERE {conflicts(True)};
+        CREATE TRIGGER IF NOT EXISTS {trg['before_update']} BEFORE UPDATE ON {t}
+        WHEN EXISTS (SELECT 1 FROM {t} AS t0 WHERE ({conflicts('t0')}) AND NOT ({same('t0', 'old')})) BEGIN
+          {capture.format(extra=f"AND NOT ({same('t0', 'old')}) ")}
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg["update"]} AFTER UPDATE ON {quote(t)} BEGIN
-          INSERT INTO {target} {values("old", -1)};
-          INSERT INTO {target} {values("new", 1)};
+        CREATE TRIGGER IF NOT EXISTS {trg['update']} AFTER UPDATE ON {t} BEGIN
+          INSERT INTO {target} VALUES ({row('old')}, -1);
+          INSERT INTO {target} VALUES ({row('new')}, 1);
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg["replaced_by_update"]} AFTER UPDATE ON {quote(t)}
+        CREATE TRIGGER IF NOT EXISTS {trg['replaced_by_update']} AFTER UPDATE ON {t}
         WHEN EXISTS (SELECT 1 FROM {pre}) BEGIN
-          INSERT INTO {target} SELECT p.{quote(names.ROWID)}, {p_cols}, -1 FROM {pre} p
-            WHERE ({vanished("new")}) AND {not_old};
-          DELETE FROM {pre};
+          INSERT INTO {target} SELECT {row('p')}, -1 FROM {pre} AS p
+            WHERE ({conflicts('p')}) AND NOT ({same('p', 'old')}) AND ({gone} OR ({took_key}));
+          DELETE FROM {pre} WHERE ({conflicts('')}) AND NOT ({same('', 'old')});
+          UPDATE {pre} SET {follow} WHERE {same_unaliased};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg["delete"]} AFTER DELETE ON {quote(t)} BEGIN
-          INSERT INTO {target} {values("old", -1)};
+        CREATE TRIGGER IF NOT EXISTS {trg['delete']} AFTER DELETE ON {t} BEGIN
+          INSERT INTO {target} VALUES ({row('old')}, -1);
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg["deleted_preimage"]} AFTER DELETE ON {quote(t)}
+        CREATE TRIGGER IF NOT EXISTS {trg['deleted_preimage']} AFTER DELETE ON {t}
         WHEN EXISTS (SELECT 1 FROM {pre}) BEGIN
-          DELETE FROM {pre} WHERE {preimage_of_old};
+          DELETE FROM {pre} WHERE {same_values};
         END;
         """
     )
-
-
-def quote_key(column: str) -> str:
-    return "rowid" if column == "rowid" else quote(column)
 
 
 def remove_capture(conn: apsw.Connection, table: str) -> None:

@@ -25,6 +25,7 @@ from matview.names import quote
 from matview.plan import AggSpec, OutputColumn, Plan, PostColumn
 from matview.schema import TableInfo, has_one_variant, read_table
 from matview.sqltext import (
+    AGGREGATE_NAMES,
     AggregateCall,
     Clauses,
     Span,
@@ -140,14 +141,19 @@ def refuse_unsupported(tree: Any) -> exp.Table:
 def refuse_nondeterministic(conn: apsw.Connection, tokens: list[Token]) -> None:
     """Refuse calls whose result can change without a base-table change."""
     deterministic: dict[str, bool] = {}
+    aggregates: set[str] = set()
     for name, kind, flags in conn.execute("SELECT name, type, flags FROM pragma_function_list"):
         if kind == "s":
             deterministic[name] = deterministic.get(name, True) and bool(flags & _SQLITE_DETERMINISTIC)
+        else:
+            aggregates.add(str(name))
     for index, token in enumerate(tokens):
         if token.kind in _NONDETERMINISTIC_KEYWORDS:
             raise UnsupportedQuery(f"{token.text.upper()} is not deterministic: a view cannot be maintained on it")
         is_call = index + 1 < len(tokens) and tokens[index + 1].kind == TokenType.L_PAREN
         name = token.text.lower()
+        if is_call and name in aggregates and name not in AGGREGATE_NAMES and name not in deterministic:
+            raise UnsupportedQuery(f"aggregate function {token.text}() is not supported yet")
         if not is_call or token.is_quoted or name not in deterministic:
             continue
         if not deterministic[name]:
@@ -188,6 +194,8 @@ class _Builder:
         self.conn, self.sql, self.table, self.alias = conn, sql, table, alias
         self.qualifiers = {alias.lower(), table.name.lower(), "main"}
         self.aggs: list[AggSpec] = []
+        self.group_terms: list[tuple[Token, ...]] = []
+        self.used_groups: set[int] = set()  # GROUP BY expressions post-aggregation expressions use
         self.agg_keys: dict[tuple[tuple[str, str], ...], int] = {}
         self.stage1: list[str] = []
 
@@ -296,6 +304,16 @@ class _Builder:
         for token in (t for a in args for t in a.tokens):
             if token.kind == TokenType.ORDER_BY:
                 raise UnsupportedQuery(f"ORDER BY inside {where} is not supported yet")
+        if call.distinct and func in ("sum", "total", "avg"):
+            # An untyped column may hold 3 and 3.0, equal for DISTINCT but of different types,
+            # and SQLite's sum keeps whichever came first: refuse rather than guess.
+            column = self.column_of(args[0].tokens)
+            base = self.table.column(column) if column else None
+            if base is not None and not has_one_variant(base.decltype, self.collation_of(args[0].tokens)):
+                raise UnsupportedQuery(
+                    f"{where} with DISTINCT over column {base.name}, which has no type affinity (or a "
+                    "NOCASE/RTRIM collation): equal values of different types make the result unspecified"
+                )
         if (call.distinct or func in ("min", "max")) and args:
             collation = self.collation_of(args[0].tokens)
             if check_collation(collation, where) != "BINARY":
@@ -322,9 +340,32 @@ class _Builder:
             raise UnsupportedQuery(f"{where}: the separator must be a constant") from None
         return "" if row is None or row[0] is None else str(row[0])
 
+    def substitute_group_terms(self, text: str) -> str:
+        """Replace GROUP BY expressions inside `text` by their per-group column `"__g{j}"`.
+        A textual match is used only when it is a subtree of the expression: replacing it
+        must leave sqlglot's parse of the rest unchanged (`x % 7` is not a subtree of
+        `2 * x % 7`)."""
+        for j, term in enumerate(self.group_terms):
+            if self.column_of(term) is not None:
+                continue  # plain columns keep their names in the per-group table
+            wanted = normalized(term, self.qualifiers)
+            toks = tokenize(text)
+            for first in range(len(toks)):
+                for last in range(first + 1, len(toks) + 1):
+                    if normalized(toks[first:last], self.qualifiers) != wanted:
+                        continue
+                    column = quote(f"__g{j}")
+                    candidate = text[: toks[first].start] + column + text[toks[last - 1].end :]
+                    if _same_with(candidate, column, Span(self.sql, term).text, text):
+                        self.used_groups.add(j)
+                        return self.substitute_group_terms(candidate)
+        return text
+
     def post_expression(self, text: str, group_columns: dict[str, int], where: str) -> str:
-        """Rewrite a post-aggregation expression: aggregate calls become `"__a{i}"` columns;
-        any other column must be a GROUP BY column (kept by name in the per-group table)."""
+        """Rewrite a post-aggregation expression: aggregate calls become `"__a{i}"` columns,
+        GROUP BY expressions `"__g{j}"`; any other column must be a GROUP BY column (kept
+        by name in the per-group table)."""
+        text = self.substitute_group_terms(text)
         toks = tokenize(text)
         calls = find_aggregate_calls(text, toks)
         replacements = []
@@ -348,6 +389,25 @@ class _Builder:
                     "(bare columns are not supported)"
                 )
         return splice(text, replacements)
+
+
+def _same_with(candidate: str, column: str, term: str, original: str) -> bool:
+    """True when `candidate` (original with one span replaced by `column`) parses like the
+    original once `column` is replaced back by the parsed `term`."""
+    try:
+        replaced = sqlglot.parse_one(f"SELECT {candidate}", read="sqlite")
+        term_ast = sqlglot.parse_one(f"SELECT {term}", read="sqlite").expressions[0]
+        expected = sqlglot.parse_one(f"SELECT {original}", read="sqlite")
+    except sqlglot.errors.ParseError:
+        return False
+    name = column.strip('"')
+
+    def put_back(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and node.name == name and not node.table:
+            return term_ast.copy()
+        return node
+
+    return bool(replaced.transform(put_back) == expected)
 
 
 def _named_stage1(expressions: list[str], alias: str, where_sql: str) -> str:
@@ -379,7 +439,7 @@ def build_plan(
     where = builder.substitute_aliases(clauses.where, items) if clauses.where else ""
     distinct = clauses.distinct is not None and clauses.distinct.kind == TokenType.DISTINCT
     columns = tuple(
-        OutputColumn(name, decltype, builder.collation_of(item.tokens))
+        OutputColumn(name, decltype, builder.collation_of(item.tokens), item.column not in (None, "rowid"))
         for name, decltype, item in zip(names, decltypes, items)
     )
     calls_per_item = [find_aggregate_calls(sql, item.tokens) for item in items]
@@ -417,6 +477,7 @@ def build_plan(
             raise Error("aggregate functions are not allowed in the GROUP BY clause")
         group_terms.append(toks)
     group_collations = tuple(check_collation(builder.collation_of(toks), "GROUP BY") for toks in group_terms)
+    builder.group_terms = group_terms
     for toks in group_terms:
         builder.add_stage1(Span(sql, toks).text)
     group_norm = [normalized(toks, builder.qualifiers) for toks in group_terms]
@@ -444,12 +505,15 @@ def build_plan(
         having = builder.post_expression(having_text, group_columns, "HAVING")
     rowid_column = None
     if any(a.func == "group_concat" for a in builder.aggs):
-        rowid_column = builder.add_stage1(f"{quote(alias)}.rowid")
+        rowid_column = builder.add_stage1(f"{quote(alias)}.{table.rowid_name}")
     post_columns = [
         PostColumn(base.name, base.decltype, base.collation, ("group", index))
         for name, index in group_columns.items()
         if (base := table.column(name)) is not None
     ] + [PostColumn(f"__a{i}", "", "BINARY", ("agg", i)) for i in range(len(builder.aggs))]
+    post_columns += [
+        PostColumn(f"__g{j}", "", group_collations[j], ("group", j)) for j in sorted(builder.used_groups)
+    ]
     exact_groups = True
     for toks in group_terms:
         column = builder.column_of(toks)

@@ -55,3 +55,4 @@ SEQ = "__dbsp_seq"
 ROWID = "__dbsp_rowid"
 WEIGHT = "__dbsp_weight"
 KEY = "__dbsp_key"
+ROW_ID = "__dbsp_id"  # the view table's own INTEGER PRIMARY KEY (a view column may be named rowid)

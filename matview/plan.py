@@ -22,8 +22,15 @@ PLAN_FORMAT = 1
 @dataclass(frozen=True)
 class OutputColumn:
     name: str
-    decltype: str
+    decltype: str  # as SQLite reports it for the SELECT (a CAST has one too)
     collation: str
+    is_column: bool = False  # a plain base column, whose values already passed its affinity
+
+    @property
+    def storage_type(self) -> str:
+        """The declared type in the view table: re-applying a column's own affinity to its
+        values changes nothing, but a CAST(x AS NUMERIC) type would turn 2.0 into 2."""
+        return self.decltype if self.is_column else ""
 
 
 @dataclass(frozen=True)

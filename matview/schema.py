@@ -38,6 +38,9 @@ class Column:
     collation: str  # BINARY, NOCASE, RTRIM, or a user collation
 
 
+ROWID_KEY = "\x00rowid"  # in a unique key: the real rowid (a user column may be named rowid)
+
+
 @dataclass(frozen=True)
 class TableInfo:
     name: str
@@ -46,6 +49,7 @@ class TableInfo:
     ipk: str | None  # the INTEGER PRIMARY KEY column, which aliases rowid
     primary_key: tuple[str, ...]  # WITHOUT ROWID tables: their key columns
     unique_keys: tuple[tuple[str, ...], ...] = field(default=())
+    rowid_name: str = "rowid"  # an alias of the real rowid that no user column shadows
 
     def column(self, name: str) -> Column | None:
         lowered = name.lower()
@@ -119,9 +123,16 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
                     f"table {real_name}: unique index {index_name} on an expression (INSERT OR REPLACE "
                     "through it could not be captured)"
                 )
-            key_columns.append(col if cid >= 0 else "rowid")
+            key_columns.append(col if cid >= 0 else ROWID_KEY)
         unique_keys.append(tuple(key_columns))
-    return TableInfo(real_name, tuple(columns), not without_rowid, ipk, pk_names, tuple(unique_keys))
+    rowid_name = "rowid"
+    if not without_rowid:
+        taken = {c.name.lower() for c in columns}
+        free = [alias for alias in ("rowid", "_rowid_", "oid") if alias not in taken]
+        if not free:
+            raise UnsupportedQuery(f"table {real_name}: its columns rowid, _rowid_ and oid hide the rowid")
+        rowid_name = free[0]
+    return TableInfo(real_name, tuple(columns), not without_rowid, ipk, pk_names, tuple(unique_keys), rowid_name)
 
 
 def _is_without_rowid(conn: apsw.Connection, name: str) -> bool:

@@ -37,11 +37,28 @@ def sqlite_order(value: Any) -> tuple[int, Any]:
 UNKNOWN = -1  # persisted weight of an entry changed by `add`, which never reads it
 
 
-class _Entry:
-    __slots__ = ("delta", "ord", "persisted", "value", "value_changed")
+def storage_kind(value: Any) -> int:
+    """The storage class of a value as the `kind` of an exact ordered-state entry. MIN/MAX
+    keep `3` and `3.0` apart (SQLite shows whichever remains); DISTINCT entries use kind 0,
+    merging values SQLite calls equal."""
+    if isinstance(value, int):
+        return 1
+    if isinstance(value, float):
+        return 2
+    return 3 if isinstance(value, str) else 4
 
-    def __init__(self, ord_: Any, value: Any, persisted: int) -> None:
-        self.ord, self.value, self.persisted, self.delta = ord_, value, persisted, 0
+
+_ENTRY = "operator_id = ? AND key = ? AND ord = ? AND kind = ?"  # one ordered-state entry
+
+#: the same, in SQL, for entries written set at a time
+STORAGE_KIND_SQL = "CASE typeof({v}) WHEN 'integer' THEN 1 WHEN 'real' THEN 2 WHEN 'text' THEN 3 ELSE 4 END"
+
+
+class _Entry:
+    __slots__ = ("delta", "kind", "ord", "persisted", "value", "value_changed")
+
+    def __init__(self, ord_: Any, kind: int, value: Any, persisted: int) -> None:
+        self.ord, self.kind, self.value, self.persisted, self.delta = ord_, kind, value, persisted, 0
         self.value_changed = False
 
 
@@ -70,17 +87,17 @@ class StateStore:
         self._dirty.add((op, key))
 
     # -- ordered multisets ----------------------------------------------------------
-    def adjust(self, op: int, key: bytes, ord_: Any, value: Any, weight: int) -> tuple[int, int]:
-        """Add `weight` to entry `ord_` of multiset (op, key); its (old, new) weight."""
+    def adjust(self, op: int, key: bytes, ord_: Any, value: Any, weight: int, kind: int = 0) -> tuple[int, int]:
+        """Add `weight` to entry (`ord_`, `kind`) of multiset (op, key); its (old, new) weight."""
         entries = self._ordered.setdefault((op, key), {})
-        slot = canonical(ord_)
+        slot = (kind, canonical(ord_))
         entry = entries.get(slot)
         if entry is None:
             row = self.conn.execute(
-                f"SELECT ord, value, weight FROM {self.ostate} WHERE operator_id = ? AND key = ? AND ord = ?",
-                (op, key, ord_),
+                f"SELECT ord, value, weight FROM {self.ostate} WHERE {_ENTRY}",
+                (op, key, ord_, kind),
             ).fetchone()
-            entry = _Entry(ord_, value, 0) if row is None else _Entry(row[0], row[1], row[2])
+            entry = _Entry(ord_, kind, value, 0) if row is None else _Entry(row[0], kind, row[1], row[2])
             entries[slot] = entry
         old = entry.persisted + entry.delta
         entry.delta += weight
@@ -90,14 +107,14 @@ class StateStore:
             entry.value, entry.value_changed = value, True
         return old, old + weight
 
-    def add(self, op: int, key: bytes, ord_: Any, weight: int) -> None:
+    def add(self, op: int, key: bytes, ord_: Any, weight: int, kind: int = 0) -> None:
         """Add `weight` to entry `ord_` without reading it (its old weight is not needed).
         Such entries are written by upsert; an entry that reaches zero is deleted."""
         entries = self._ordered.setdefault((op, key), {})
-        slot = canonical(ord_)
+        slot = (kind, canonical(ord_))
         entry = entries.get(slot)
         if entry is None:
-            entry = entries[slot] = _Entry(ord_, None, UNKNOWN)
+            entry = entries[slot] = _Entry(ord_, kind, None, UNKNOWN)
         entry.delta += weight
 
     def first(self, op: int, key: bytes, descending: bool) -> Any:
@@ -105,11 +122,11 @@ class StateStore:
         pending = self._ordered.get((op, key), {})
         best: Any = None
         order = "DESC" if descending else "ASC"
-        for ord_, weight in self.conn.execute(
-            f"SELECT ord, weight FROM {self.ostate} WHERE operator_id = ? AND key = ? ORDER BY ord {order}",
+        for ord_, kind, weight in self.conn.execute(
+            f"SELECT ord, kind, weight FROM {self.ostate} WHERE operator_id = ? AND key = ? ORDER BY ord {order}",
             (op, key),
         ):
-            entry = pending.get(canonical(ord_))
+            entry = pending.get((kind, canonical(ord_)))
             if weight + (entry.delta if entry else 0) > 0:
                 best = ord_
                 break
@@ -124,11 +141,11 @@ class StateStore:
         """(ord, value, weight) with positive weight, in ord order."""
         pending = dict(self._ordered.get((op, key), {}))
         merged: list[tuple[Any, Any, int]] = []
-        for ord_, value, weight in self.conn.execute(
-            f"SELECT ord, value, weight FROM {self.ostate} WHERE operator_id = ? AND key = ? ORDER BY ord",
+        for ord_, kind, value, weight in self.conn.execute(
+            f"SELECT ord, kind, value, weight FROM {self.ostate} WHERE operator_id = ? AND key = ? ORDER BY ord",
             (op, key),
         ):
-            entry = pending.pop(canonical(ord_), None)
+            entry = pending.pop((kind, canonical(ord_)), None)
             total = weight + (entry.delta if entry else 0)
             if total > 0:
                 merged.append((ord_, entry.value if entry else value, total))
@@ -160,40 +177,44 @@ class StateStore:
             for entry in entries.values():
                 if entry.persisted == UNKNOWN:
                     if entry.delta:
-                        upserts_blind.append((op, key, entry.ord, entry.delta))
+                        upserts_blind.append((op, key, entry.ord, entry.kind, entry.delta))
                         if entry.delta < 0:
-                            drops_blind.append((op, key, entry.ord))
+                            drops_blind.append((op, key, entry.ord, entry.kind))
                     continue
                 total = entry.persisted + entry.delta
                 if entry.delta == 0 and not entry.value_changed:
                     continue
                 if total == 0:
                     if entry.persisted:
-                        removes.append((op, key, entry.ord))
+                        removes.append((op, key, entry.ord, entry.kind))
                 elif entry.persisted == 0:
-                    inserts.append((op, key, entry.ord, entry.value, total))
+                    inserts.append((op, key, entry.ord, entry.kind, entry.value, total))
                 else:
-                    updates.append((total, entry.value, op, key, entry.ord))
+                    updates.append((total, entry.value, op, key, entry.ord, entry.kind))
         if removes:
-            self.conn.executemany(f"DELETE FROM {self.ostate} WHERE operator_id = ? AND key = ? AND ord = ?", removes)
+            self.conn.executemany(
+                f"DELETE FROM {self.ostate} WHERE operator_id = ? AND key = ? AND ord = ? AND kind = ?", removes
+            )
         if updates:
             self.conn.executemany(
-                f"UPDATE {self.ostate} SET weight = ?, value = ? WHERE operator_id = ? AND key = ? AND ord = ?",
+                f"UPDATE {self.ostate} SET weight = ?, value = ? WHERE {_ENTRY}",
                 updates,
             )
         if inserts:
             self.conn.executemany(
-                f"INSERT INTO {self.ostate} (operator_id, key, ord, value, weight) VALUES (?, ?, ?, ?, ?)", inserts
+                f"INSERT INTO {self.ostate} (operator_id, key, ord, kind, value, weight) VALUES (?, ?, ?, ?, ?, ?)",
+                inserts,
             )
         if upserts_blind:
             self.conn.executemany(
-                f"INSERT INTO {self.ostate} (operator_id, key, ord, value, weight) VALUES (?, ?, ?, NULL, ?) "
-                "ON CONFLICT (operator_id, key, ord) DO UPDATE SET weight = weight + excluded.weight",
+                f"INSERT INTO {self.ostate} (operator_id, key, ord, kind, value, weight) VALUES (?, ?, ?, ?, NULL, ?) "
+                "ON CONFLICT (operator_id, key, ord, kind) DO UPDATE SET weight = weight + excluded.weight",
                 upserts_blind,
             )
         if drops_blind:
             self.conn.executemany(
-                f"DELETE FROM {self.ostate} WHERE operator_id = ? AND key = ? AND ord = ? AND weight <= 0", drops_blind
+                f"DELETE FROM {self.ostate} WHERE {_ENTRY} AND weight <= 0",
+                drops_blind,
             )
         self._dirty.clear()
         self._ordered.clear()
@@ -211,5 +232,6 @@ def create_state_tables(conn: apsw.Connection, view: str) -> None:
     )
     conn.execute(
         f"CREATE TABLE {quote(names.ordered_state_table(view))} (operator_id INTEGER NOT NULL, key BLOB NOT NULL, "
-        "ord NOT NULL, value, weight INTEGER NOT NULL, PRIMARY KEY (operator_id, key, ord)) WITHOUT ROWID"
+        "ord NOT NULL, kind INTEGER NOT NULL, value, weight INTEGER NOT NULL, "
+        "PRIMARY KEY (operator_id, key, ord, kind)) WITHOUT ROWID"
     )

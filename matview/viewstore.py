@@ -52,9 +52,9 @@ class ViewTable:
         self.select_columns = f"{cols}, {key}, {weight}"
 
     def create(self, conn: apsw.Connection) -> None:
-        cols = ", ".join(f"{quote(c.name)} {c.decltype}".rstrip() for c in self.columns)
+        cols = ", ".join(f"{quote(c.name)} {c.storage_type}".rstrip() for c in self.columns)
         conn.execute(
-            f"CREATE TABLE {self.table} (rowid INTEGER PRIMARY KEY, {cols}, "
+            f"CREATE TABLE {self.table} ({quote(names.ROW_ID)} INTEGER PRIMARY KEY, {cols}, "
             f"{quote(names.KEY)} BLOB NOT NULL, {quote(names.WEIGHT)} INTEGER NOT NULL)"
         )
         conn.execute(

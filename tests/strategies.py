@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -50,7 +51,7 @@ class Chooser:
 
     def chance(self, p: float) -> bool:
         """True with probability p; shrinks to False."""
-        return self.int(0, 999) >= 1000 - int(round(p * 1000))
+        return self.int(0, 999) >= 1000 - round(p * 1000)
 
     def choice(self, seq: Sequence[Any]) -> Any:
         return seq[self.int(0, len(seq) - 1)]
@@ -90,9 +91,41 @@ def ident(name: str) -> str:
 
 
 SQL_KEYWORDS = {
-    "select", "from", "where", "group", "order", "by", "having", "limit", "values", "table", "index",
-    "key", "primary", "unique", "null", "not", "and", "or", "in", "is", "as", "case", "when", "then",
-    "else", "end", "default", "check", "join", "on", "set", "update", "delete", "insert", "into",
+    "select",
+    "from",
+    "where",
+    "group",
+    "order",
+    "by",
+    "having",
+    "limit",
+    "values",
+    "table",
+    "index",
+    "key",
+    "primary",
+    "unique",
+    "null",
+    "not",
+    "and",
+    "or",
+    "in",
+    "is",
+    "as",
+    "case",
+    "when",
+    "then",
+    "else",
+    "end",
+    "default",
+    "check",
+    "join",
+    "on",
+    "set",
+    "update",
+    "delete",
+    "insert",
+    "into",
 }
 
 
@@ -155,6 +188,7 @@ class Column:
     decl: str  # declared type text ('' for untyped)
     unique: bool = False
     pk: bool = False  # PRIMARY KEY of a WITHOUT ROWID table (never NULL)
+    collate: str = ""  # NOCASE / RTRIM: then 'a' = 'A' (or 'a' = 'a '), so never in MIN/MAX/GROUP BY/DISTINCT
 
     @property
     def ref(self) -> str:
@@ -183,6 +217,8 @@ class Schema:
     raw_create: str | None = None  # hand-written CREATE TABLE (then `columns` may be empty)
     without_rowid: bool = False
     pk: Column | None = None  # WITHOUT ROWID primary key
+    user_trigger: str | None = None  # a user's own trigger on the table that writes to it
+    trigger_first: bool = False  # created before the views (else right after them)
 
     @property
     def has_rowid(self) -> bool:
@@ -195,6 +231,10 @@ class Schema:
     @property
     def data_columns(self) -> list[Column]:
         return [c for c in self.columns if c.kind != "ipk"]
+
+    def collation_tainted(self, sql: str) -> bool:
+        """Whether an expression may mention a NOCASE/RTRIM column (conservative, textual)."""
+        return any(c.collate and c.ref in sql for c in self.columns)
 
     @property
     def group_concat_ok(self) -> bool:
@@ -210,6 +250,8 @@ class Schema:
             d = c.ref
             if c.decl:
                 d += " " + c.decl
+            if c.collate:
+                d += f" COLLATE {c.collate}"
             if c.kind == "ipk" or c.pk:
                 d += " PRIMARY KEY"
             if c.unique:
@@ -238,7 +280,7 @@ class Schema:
         return gen_int(r) if k == "int" else gen_real(r) if k == "real" else gen_text(r)
 
 
-WEIRD_COLUMN_NAMES = ["Col A", "select", 'x"y', "ünï", "order", "MixedCase", "c-1"]
+WEIRD_COLUMN_NAMES = ["Col A", "select", 'x"y', "ünï", "order", "MixedCase", "c-1", "rowid", "oid"]
 DECLS = {
     "int": ["INTEGER", "INT", "BIGINT", "integer"],
     "real": ["REAL", "DOUBLE", "FLOAT", "real"],
@@ -262,9 +304,10 @@ def gen_schema(r: Chooser) -> Schema:
         name = f"c{i}"
         if names_pool and r.chance(0.5):
             name = names_pool.pop(r.int(0, len(names_pool) - 1))
-        columns.append(Column(name, kind, r.choice(DECLS[kind])))
+        collate = r.choice(["NOCASE", "RTRIM"]) if kind == "text" and r.chance(0.15) else ""
+        columns.append(Column(name, kind, r.choice(DECLS[kind]), collate=collate))
     # Keep at least one typed (unambiguous) data column.
-    if all(c.kind in ("any", "num") for c in columns if c.kind != "ipk"):
+    if not any(c.kind in ("int", "real", "text") and not c.collate for c in columns):
         columns[-1] = Column(columns[-1].name, "int", "INTEGER")
     schema = Schema(table, columns)
     schema.ipk = columns[0] if has_ipk else None
@@ -361,10 +404,19 @@ GLOB_PATTERNS = ["a*", "[ab]*", "*1", "?", "*", "[0-9]*", "A*"]
 
 def predicate(r: Chooser, s: Schema, depth: int) -> Expr:
     """A row-level boolean (integer 0/1/NULL)."""
-    k = r.weighted([
-        ("cmp", 30), ("null", 10), ("in", 10), ("between", 8), ("like", 7), ("glob", 4),
-        ("not", 4 if depth > 0 else 0), ("andor", 12 if depth > 0 else 0), ("truthy", 4),
-    ])
+    k = r.weighted(
+        [
+            ("cmp", 30),
+            ("null", 10),
+            ("in", 10),
+            ("between", 8),
+            ("like", 7),
+            ("glob", 4),
+            ("not", 4 if depth > 0 else 0),
+            ("andor", 12 if depth > 0 else 0),
+            ("truthy", 4),
+        ]
+    )
     if k == "cmp":
         a = scalar(r, s, depth - 1)
         b = literal_expr(r) if r.chance(0.6) else scalar(r, s, depth - 1)
@@ -403,12 +455,32 @@ def scalar(r: Chooser, s: Schema, depth: int) -> Expr:
     """A deterministic row-level scalar expression over the columns of `s`."""
     if depth <= 0:
         return column_expr(r, s) if r.chance(0.8) else literal_expr(r)
-    k = r.weighted([
-        ("col", 30), ("lit", 5), ("arith", 14), ("div", 5), ("mod", 5), ("neg", 2), ("concat", 5),
-        ("case", 5), ("iif", 2), ("cast", 5), ("coalesce", 5), ("nullif", 2), ("abs", 3), ("length", 3),
-        ("upper", 3), ("substr", 3), ("round", 3), ("minmax", 4), ("pred", 4), ("date", 2),
-        ("typeof", 2), ("misc", 3),
-    ])
+    k = r.weighted(
+        [
+            ("col", 30),
+            ("lit", 5),
+            ("arith", 14),
+            ("div", 5),
+            ("mod", 5),
+            ("neg", 2),
+            ("concat", 5),
+            ("case", 5),
+            ("iif", 2),
+            ("cast", 5),
+            ("coalesce", 5),
+            ("nullif", 2),
+            ("abs", 3),
+            ("length", 3),
+            ("upper", 3),
+            ("substr", 3),
+            ("round", 3),
+            ("minmax", 4),
+            ("pred", 4),
+            ("date", 2),
+            ("typeof", 2),
+            ("misc", 3),
+        ]
+    )
     if k == "col":
         return column_expr(r, s)
     if k == "lit":
@@ -416,7 +488,11 @@ def scalar(r: Chooser, s: Schema, depth: int) -> Expr:
     if k == "arith":
         a = scalar(r, s, depth - 1)
         op = r.choice(["+", "-", "*"])
-        b = literal_expr(r, r.choice(["int", "int", "real"])) if (op == "*" or r.chance(0.5)) else scalar(r, s, depth - 1)
+        b = (
+            literal_expr(r, r.choice(["int", "int", "real"]))
+            if (op == "*" or r.chance(0.5))
+            else scalar(r, s, depth - 1)
+        )
         exact = a.exact and b.exact and (op != "*" or b.sql.lstrip("-").replace(".", "").isdigit())
         return E(f"{a.p()} {op} {b.p()}", arith_types(a, b), exact)
     if k == "div":
@@ -485,9 +561,9 @@ def scalar(r: Chooser, s: Schema, depth: int) -> Expr:
     if k == "date":
         form = r.int(0, 4)
         if form == 0:
-            return E(f"date('2024-01-31', '+1 month')", "t", atom=True)
+            return E("date('2024-01-31', '+1 month')", "t", atom=True)
         if form == 1:
-            return E(f"strftime('%Y-%m', '2024-03-05 10:00:00')", "t", atom=True)
+            return E("strftime('%Y-%m', '2024-03-05 10:00:00')", "t", atom=True)
         if form == 2:
             return E("julianday('2024-01-01')", "r", atom=True)
         if form == 3:
@@ -513,14 +589,14 @@ def constrained(r: Chooser, s: Schema, depth: int, *, unamb: bool = False, exact
     """A scalar that may go in MIN/MAX/GROUP BY/DISTINCT (`unamb`) or be summed (`exact`)."""
     for _ in range(tries):
         e = scalar(r, s, depth)
-        if (not unamb or not e.ambiguous) and (not exact or e.exact):
+        if (not unamb or not (e.ambiguous or s.collation_tainted(e.sql))) and (not exact or e.exact):
             return e
     # fallbacks that always qualify
-    typed = [c for c in s.columns if c.kind != "any"]
+    typed = [c for c in s.columns if c.kind != "any" and not c.collate]
     if typed and r.chance(0.8):
         c = r.choice(typed)
         return E(c.ref, c.types, atom=True, name=c.name, canonical=c.kind == "num")
-    c = r.choice(s.columns)
+    c = r.choice([c for c in s.columns if not c.collate] or s.columns)
     return E(f"CAST({c.ref} AS INTEGER)", "i", atom=True)
 
 
@@ -529,10 +605,21 @@ def constrained(r: Chooser, s: Schema, depth: int, *, unamb: bool = False, exact
 
 
 def agg_call(r: Chooser, s: Schema) -> Expr:
-    k = r.weighted([
-        ("count_star", 12), ("count", 8), ("sum", 14), ("total", 6), ("avg", 8), ("min", 10), ("max", 10),
-        ("gc", 8 if s.group_concat_ok else 0), ("count_d", 5), ("sum_d", 4), ("avg_d", 3),
-    ])
+    k = r.weighted(
+        [
+            ("count_star", 12),
+            ("count", 8),
+            ("sum", 14),
+            ("total", 6),
+            ("avg", 8),
+            ("min", 10),
+            ("max", 10),
+            ("gc", 8 if s.group_concat_ok else 0),
+            ("count_d", 5),
+            ("sum_d", 4),
+            ("avg_d", 3),
+        ]
+    )
     depth = r.weighted([(0, 55), (1, 35), (2, 10)])
     if k == "count_star":
         return E("COUNT(*)", "i", atom=True, agg=True)
@@ -567,14 +654,28 @@ def agg_expr(r: Chooser, s: Schema, keys: list[Expr], depth: int = 1) -> Expr:
     """An aggregate call, or an expression over aggregates (and group keys)."""
     if depth <= 0 or r.chance(0.55):
         return agg_call(r, s)
-    form = r.weighted([("arith", 30), ("ratio", 12), ("spread", 10), ("coalesce", 12), ("case", 10),
-                       ("round", 6), ("withkey", 8 if keys else 0), ("cmp", 6)])
+    form = r.weighted(
+        [
+            ("arith", 30),
+            ("ratio", 12),
+            ("spread", 10),
+            ("coalesce", 12),
+            ("case", 10),
+            ("round", 6),
+            ("withkey", 8 if keys else 0),
+            ("cmp", 6),
+        ]
+    )
     a = agg_call(r, s)
     if form == "arith":
         b = literal_expr(r, r.choice(["int", "real"])) if r.chance(0.4) else agg_expr(r, s, keys, depth - 1)
         return E(f"{a.p()} {r.choice(['+', '-', '*'])} {b.p()}", arith_types(a, b), agg=True)
     if form == "ratio":
-        return E(f"{a.p()} / {r.choice(['COUNT(*)', 'COUNT(*) * 1.0', '2', 'nullif(COUNT(*), 1)'])}", arith_types(a, a), agg=True)
+        return E(
+            f"{a.p()} / {r.choice(['COUNT(*)', 'COUNT(*) * 1.0', '2', 'nullif(COUNT(*), 1)'])}",
+            arith_types(a, a),
+            agg=True,
+        )
     if form == "spread":
         x = constrained(r, s, r.int(0, 1), unamb=True)
         if "t" in x.types or "T" in x.types:
@@ -596,12 +697,18 @@ def agg_expr(r: Chooser, s: Schema, keys: list[Expr], depth: int = 1) -> Expr:
 
 
 def agg_having(r: Chooser, s: Schema, keys: list[Expr], depth: int = 1) -> Expr:
-    k = r.weighted([("count", 30), ("cmp", 30), ("null", 10), ("key", 10 if keys else 0), ("andor", 10 if depth > 0 else 0)])
+    k = r.weighted(
+        [("count", 30), ("cmp", 30), ("null", 10), ("key", 10 if keys else 0), ("andor", 10 if depth > 0 else 0)]
+    )
     if k == "count":
         return E(f"COUNT(*) {r.choice(['>', '>=', '<', '=', '!='])} {r.int(0, 3)}", "i", agg=True)
     if k == "cmp":
         a = agg_call(r, s)
-        return E(f"{a.p()} {r.choice(['>', '<', '>=', '=', '<>'])} {literal_expr(r, r.choice(['int', 'real', 'text'])).p()}", "i", agg=True)
+        return E(
+            f"{a.p()} {r.choice(['>', '<', '>=', '=', '<>'])} {literal_expr(r, r.choice(['int', 'real', 'text'])).p()}",
+            "i",
+            agg=True,
+        )
     if k == "null":
         return E(f"{agg_call(r, s).p()} {r.choice(['IS NULL', 'IS NOT NULL'])}", "i", agg=True)
     if k == "key":
@@ -661,7 +768,7 @@ def gen_view(r: Chooser, s: Schema) -> ViewDef:
         order = f" ORDER BY {r.choice(['1', '1 DESC', s.columns[0].ref])}" if r.chance(0.15) else ""
         return ViewDef(f"SELECT {proj} FROM {frm}{where}{order}", kind)
     if kind == "distinct":
-        if r.chance(0.15) and not any(c.kind == "any" for c in s.columns):
+        if r.chance(0.15) and not any(c.kind == "any" or c.collate for c in s.columns):
             proj = "*"
         else:
             items = [constrained(r, s, r.weighted([(0, 60), (1, 30), (2, 10)]), unamb=True) for _ in range(r.int(1, 3))]
@@ -673,7 +780,7 @@ def gen_view(r: Chooser, s: Schema) -> ViewDef:
         for _ in range(r.int(1, 2)):
             key = constrained(r, s, r.weighted([(0, 50), (1, 40), (2, 10)]), unamb=True)
             if re.fullmatch(r"\(?-?[0-9]+\)?", key.sql):  # an integer literal is a column ordinal
-                key = column_expr(r, s, lambda c: c.kind != "any")
+                key = column_expr(r, s, lambda c: c.kind != "any" and not c.collate)
             keys.append(key)
     aggs = [agg_expr(r, s, keys) for _ in range(r.int(1, 4))]
     shown_keys = [k for k in keys if r.chance(0.85)]
@@ -695,7 +802,13 @@ def gen_view(r: Chooser, s: Schema) -> ViewDef:
 def write_predicate(r: Chooser, s: Schema) -> str:
     k = r.weighted([("simple", 60), ("rowid", 20 if s.has_rowid else 0), ("rich", 20)])
     if k == "rowid":
-        return r.choice([f"rowid % {r.int(2, 4)} = {r.int(0, 1)}", f"rowid > {r.int(0, 20)}", f"rowid IN ({r.int(1, 6)}, {r.int(1, 12)})"])
+        return r.choice(
+            [
+                f"rowid % {r.int(2, 4)} = {r.int(0, 1)}",
+                f"rowid > {r.int(0, 20)}",
+                f"rowid IN ({r.int(1, 6)}, {r.int(1, 12)})",
+            ]
+        )
     if k == "rich":
         return predicate(r, s, 1).sql
     c = r.choice(s.columns)
@@ -748,11 +861,42 @@ def insert_columns(r: Chooser, s: Schema, need: Column | None = None) -> list[Co
     data = s.data_columns
     cols = [c for c in data if r.chance(0.85)] or [r.choice(data)]
     if s.ipk is not None and r.chance(0.3):
-        cols = [s.ipk] + cols
+        cols = [s.ipk, *cols]
     for must in (need, s.pk if s.without_rowid else None):
         if must is not None and must not in cols:
-            cols = [must] + cols
+            cols = [must, *cols]
     return cols
+
+
+def gen_user_trigger(r: Chooser, s: Schema) -> str:
+    """A user trigger on the base table whose body writes to the same table. Its body never
+    fires its own event, so it cannot recurse even with recursive_triggers on."""
+    event = r.choice(["INSERT", "UPDATE", "DELETE"])
+    timing = r.choice(["BEFORE", "AFTER"])
+    row = "old" if event == "DELETE" else "new"
+    body_kind = r.choice(
+        {"INSERT": ["update", "delete"], "UPDATE": ["delete", "insert"], "DELETE": ["update", "insert"]}[event]
+    )
+    t = s.tref
+    ident_col = "rowid" if s.has_rowid else s.pk.ref  # type: ignore[union-attr]
+    not_me = f" AND {ident_col} IS NOT {row}.{ident_col}" if timing == "BEFORE" else ""
+    if body_kind == "update":
+        c = r.choice([c for c in s.data_columns if not c.unique and not c.pk] or s.data_columns)
+        body = f"UPDATE {t} SET {c.ref} = {update_value(r, s, c)} WHERE {write_predicate(r, s)}{not_me}"
+    elif body_kind == "delete":
+        body = f"DELETE FROM {t} WHERE {write_predicate(r, s)}{not_me}"
+    else:
+        cols = insert_columns(r, s)
+        cols = [c for c in cols if c.kind != "ipk"] or s.data_columns
+        body = f"INSERT INTO {t} ({', '.join(c.ref for c in cols)}) VALUES {values_rows(r, s, cols, 1)}"
+    when = ""
+    if r.chance(0.6):
+        c = r.choice(s.columns)
+        when = f" WHEN {row}.{c.ref} {r.choice(['=', '>', '<', 'IS NOT'])} {lit(s.value(r, c, allow_null=False))}"
+    of = ""
+    if event == "UPDATE" and r.chance(0.3):
+        of = f" OF {r.choice(s.columns).ref}"
+    return f'CREATE TRIGGER "user trg" {timing} {event}{of} ON {t}{when} BEGIN {body}; END'
 
 
 def gen_write(r: Chooser, s: Schema) -> str:
@@ -764,7 +908,11 @@ def gen_write(r: Chooser, s: Schema) -> str:
     t = s.tref
     if k in ("insert", "replace", "ignore"):
         cols = insert_columns(r, s)
-        verb = {"insert": "INSERT", "replace": r.choice(["INSERT OR REPLACE", "REPLACE"]), "ignore": "INSERT OR IGNORE"}[k]
+        verb = {
+            "insert": "INSERT",
+            "replace": r.choice(["INSERT OR REPLACE", "REPLACE"]),
+            "ignore": "INSERT OR IGNORE",
+        }[k]
         return f"{verb} INTO {t} ({', '.join(c.ref for c in cols)}) VALUES {values_rows(r, s, cols, r.int(1, 4))}"
     if k == "insert_select":
         cols = s.data_columns
@@ -825,6 +973,9 @@ class Config:
     w_index: float = 2
     w_conn2: float = 3
     w_many: float = 3
+    w_redefine: float = 2
+    w_txn_create: float = 2
+    p_user_trigger: float = 0.15
     view_kinds: tuple[str, ...] | None = None
 
 
@@ -836,6 +987,7 @@ class Program:
     ops: list[tuple]
     pragmas: list[str] = field(default_factory=list)  # run on every connection the test opens
     wal: bool = False
+    n_slots: int | None = None  # views[:n_slots] are created at the start; the rest are alternates
     # op shapes:
     #   ('sql', text)                   statement on the matview connection (writes may fail on constraints)
     #   ('flush',) ('reopen',) ('refresh', i) ('create', i) ('drop', i)
@@ -846,6 +998,10 @@ class Program:
     #   ('conn2', [sql])                writes through a second matview connection, checked there
     #   ('probe', k)                    filtered/ordered reads of each view vs a copy of it
     #   ('index', i, k)                 CREATE INDEX on view i's k-th column (both modes)
+    #   ('redefine', i, j, conn2)       DROP the views in slot i, CREATE them with definition j
+    #                                   (through a second connection when conn2)
+    #   ('txn_create', i, commit)       BEGIN; write; CREATE slot i; write; COMMIT or ROLLBACK
+    # view "slots" i < n_slots are named v{i}_imm / v{i}_def and start with definition i.
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # hypothesis' printer
         p.text(repr(self))
@@ -857,7 +1013,12 @@ class Program:
         for pr in self.pragmas:
             lines.append(f"  per connection: {pr}")
         for i, v in enumerate(self.views):
-            lines.append(f"  view {i}: {v.sql}")
+            lines.append(f"  view {i}{'' if i < (self.n_slots or len(self.views)) else ' (alternate)'}: {v.sql}")
+        if self.schema.user_trigger:
+            lines.append(
+                f"  user trigger ({'before' if self.schema.trigger_first else 'after'} the views): "
+                f"{self.schema.user_trigger}"
+            )
         for w in self.initial:
             lines.append(f"  initial: {w}")
         lines += render_ops(self.ops, "  ")
@@ -932,13 +1093,31 @@ def gen_savepoints(r: Chooser, s: Schema, n_views: int, depth: int, name: str) -
     return ops
 
 
-def gen_op(r: Chooser, s: Schema, cfg: Config, n_views: int) -> tuple | list[tuple]:
-    k = r.weighted([
-        ("write", cfg.w_write), ("with", cfg.w_with), ("begin", cfg.w_begin), ("savepoint", cfg.w_savepoint),
-        ("reopen", cfg.w_reopen), ("stdlib", cfg.w_stdlib), ("flush", cfg.w_flush), ("refresh", cfg.w_refresh),
-        ("create", cfg.w_create), ("drop", cfg.w_drop), ("probe", cfg.w_probe), ("index", cfg.w_index),
-        ("conn2", cfg.w_conn2), ("many", cfg.w_many),
-    ])
+def gen_op(r: Chooser, s: Schema, cfg: Config, n_views: int, n_alts: int) -> tuple | list[tuple]:
+    k = r.weighted(
+        [
+            ("write", cfg.w_write),
+            ("with", cfg.w_with),
+            ("begin", cfg.w_begin),
+            ("savepoint", cfg.w_savepoint),
+            ("reopen", cfg.w_reopen),
+            ("stdlib", cfg.w_stdlib),
+            ("flush", cfg.w_flush),
+            ("refresh", cfg.w_refresh),
+            ("create", cfg.w_create),
+            ("drop", cfg.w_drop),
+            ("probe", cfg.w_probe),
+            ("index", cfg.w_index),
+            ("conn2", cfg.w_conn2),
+            ("many", cfg.w_many),
+            ("redefine", cfg.w_redefine),
+            ("txn_create", cfg.w_txn_create),
+        ]
+    )
+    if k == "redefine":
+        return [("redefine", r.int(0, n_views - 1), r.int(0, n_alts - 1), r.chance(0.5))]
+    if k == "txn_create":
+        return [("txn_create", r.int(0, n_views - 1), r.chance(0.5), gen_write(r, s), gen_write(r, s))]
     if k == "write":
         return [gen_body_write(r, s)]
     if k == "many":
@@ -962,7 +1141,7 @@ def gen_op(r: Chooser, s: Schema, cfg: Config, n_views: int) -> tuple | list[tup
             body += gen_savepoints(r, s, n_views, 1, "sp")
             body += gen_txn_body(r, s, n_views, 2)
         end = r.choice(["COMMIT", "ROLLBACK", "COMMIT TRANSACTION"])
-        return [("sql", begin)] + body + [("sql", end)]
+        return [("sql", begin), *body, ("sql", end)]
     if k == "savepoint":
         return gen_savepoints(r, s, n_views, 1, "s1")
     if k == "stdlib":
@@ -987,19 +1166,26 @@ def gen_program(r: Chooser, cfg: Config | None = None) -> Program:
                     break
                 v = gen_view(r, s)
         views.append(v)
+    n_views = len(views)
+    views += [gen_view(r, s) for _ in range(r.int(0, 2))] if cfg.w_redefine else []
     initial = []
     if r.chance(0.6):
         cols = insert_columns(r, s)
         verb = "INSERT OR IGNORE" if (s.unique or s.pk or s.ipk in cols) else "INSERT"
-        initial.append(f"{verb} INTO {s.tref} ({', '.join(c.ref for c in cols)}) VALUES {values_rows(r, s, cols, r.int(3, 12))}")
+        initial.append(
+            f"{verb} INTO {s.tref} ({', '.join(c.ref for c in cols)}) VALUES {values_rows(r, s, cols, r.int(3, 12))}"
+        )
         initial += [gen_write(r, s) for _ in range(r.int(0, 3))]
     ops: list[tuple] = []
     for _ in range(r.int(*cfg.n_ops)):
-        ops += gen_op(r, s, cfg, len(views))
+        ops += gen_op(r, s, cfg, n_views, len(views))
     pragmas = []
     if r.chance(0.15):
         pragmas.append("PRAGMA recursive_triggers = ON")
-    return Program(s, views, initial, ops, pragmas, wal=r.chance(0.2))
+    if r.chance(cfg.p_user_trigger):
+        s.user_trigger = gen_user_trigger(r, s)
+        s.trigger_first = r.chance(0.5)
+    return Program(s, views, initial, ops, pragmas, wal=r.chance(0.2), n_slots=n_views)
 
 
 @st.composite

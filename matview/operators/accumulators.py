@@ -22,7 +22,7 @@ from typing import Any
 
 from matview.keys import SQLITE_INT_MAX, SQLITE_INT_MIN, canonical
 from matview.plan import AggSpec
-from matview.state import StateStore, sqlite_order
+from matview.state import StateStore, sqlite_order, storage_kind
 
 #: what a SUM of integers that does not fit in 64 bits shows (SQLite raises "integer overflow")
 OVERFLOW = b"\x00matview: integer overflow"
@@ -131,12 +131,13 @@ class Accumulator:
         # min / max: only deleting the current extreme needs the entry's remaining weight
         cached, stale = acc
         descending = func == "max"
-        if weight < 0 and cached is not None and canonical(cached) == canonical(value):
-            _old, new = store.adjust(self.op, key, value, None, weight)
+        kind = storage_kind(value)
+        if weight < 0 and cached is not None and storage_kind(cached) == kind and canonical(cached) == canonical(value):
+            _old, new = store.adjust(self.op, key, value, None, weight, kind)
             if new <= 0:
                 acc = [None, True]
             return acc
-        store.add(self.op, key, value, weight)
+        store.add(self.op, key, value, weight, kind)
         if weight > 0 and not stale and (cached is None or _strictly_better(value, cached, descending)):
             acc = [value, False]
         return acc

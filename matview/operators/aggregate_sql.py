@@ -19,7 +19,7 @@ import apsw
 from matview.keys import group_key
 from matview.names import quote
 from matview.operators.accumulators import SumState, _strictly_better
-from matview.state import StateStore
+from matview.state import STORAGE_KIND_SQL, StateStore
 from matview.zset import ZSet
 
 if TYPE_CHECKING:
@@ -80,6 +80,7 @@ def sql_step(
     except apsw.SQLError:
         return None  # an integer sum left 64 bits inside SQLite: the exact Python path takes over
 
+    is_fold = isinstance(params, dict)  # folds bind lo/hi; CREATE reads the base table
     touched: dict[bytes, list[Any]] = {}
     if not plan.has_group_by:
         touched[aggregate.empty_key] = aggregate.load(store, aggregate.empty_key, ())
@@ -105,13 +106,14 @@ def sql_step(
             else:
                 inserted, deleted = row[at], row[at + 1]
                 cached, was_stale = group[slot]
-                descending = spec.func == "max"
-                if deleted is not None and cached is not None and not _strictly_better(cached, deleted, descending):
-                    group[slot] = [None, True]  # an extreme may have been deleted: re-seek after the update
+                if deleted is not None or is_fold:
+                    # A fold's delta may delete the extreme, or a value it inserted itself:
+                    # re-seek in the ordered state once it is updated below. CREATE only inserts.
+                    group[slot] = [None, True]
                 elif (
                     inserted is not None
                     and not was_stale
-                    and (cached is None or _strictly_better(inserted, cached, descending))
+                    and (cached is None or _strictly_better(inserted, cached, spec.func == "max"))
                 ):
                     group[slot] = [inserted, False]
     for index in sorted(set(reals)):
@@ -165,15 +167,16 @@ def _update_ordered(
     condition = f" AND {_column(filter_)}" if filter_ is not None else ""
     key = f"{GROUP_KEY_FUNCTION}({', '.join(_column(i) for i in range(k))})"
     value = _column(arg)  # type: ignore[arg-type]
+    kind = STORAGE_KIND_SQL.format(v=value)
     conn.execute(
-        f"INSERT INTO {ostate} (operator_id, key, ord, value, weight) "
-        f'SELECT * FROM (SELECT {op}, {key} AS k, {value} AS v, NULL, sum("__w") AS w FROM ({source}) '
-        f"WHERE {value} IS NOT NULL{condition} GROUP BY k, v) WHERE w <> 0 "
-        "ON CONFLICT (operator_id, key, ord) DO UPDATE SET weight = weight + excluded.weight",
+        f"INSERT INTO {ostate} (operator_id, key, ord, kind, value, weight) "
+        f'SELECT * FROM (SELECT {op}, {key} AS k, {value} AS v, {kind} AS t, NULL, sum("__w") AS w '
+        f"FROM ({source}) WHERE {value} IS NOT NULL{condition} GROUP BY k, v, t) WHERE w <> 0 "
+        "ON CONFLICT (operator_id, key, ord, kind) DO UPDATE SET weight = weight + excluded.weight",
         params,
     )
     conn.execute(
-        f"DELETE FROM {ostate} WHERE operator_id = {op} AND weight <= 0 AND (key, ord) IN "
-        f'(SELECT {key}, {value} FROM ({source}) WHERE "__w" < 0 AND {value} IS NOT NULL{condition})',
+        f"DELETE FROM {ostate} WHERE operator_id = {op} AND weight <= 0 AND (key, ord, kind) IN "
+        f'(SELECT {key}, {value}, {kind} FROM ({source}) WHERE "__w" < 0 AND {value} IS NOT NULL{condition})',
         params,
     )
