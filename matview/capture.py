@@ -122,38 +122,38 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
     # writes of users' triggers nested inside a statement never disturb each other.
     conn.execute(
         f"""
-        CREATE TRIGGER IF NOT EXISTS {trg['before_insert']} BEFORE INSERT ON {t}
-        WHEN EXISTS (SELECT 1 FROM {t} AS t0 WHERE {conflicts('t0')}) BEGIN
+        CREATE TRIGGER IF NOT EXISTS {trg["before_insert"]} BEFORE INSERT ON {t}
+        WHEN EXISTS (SELECT 1 FROM {t} AS t0 WHERE {conflicts("t0")}) BEGIN
           {capture.format(extra="")}
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['insert']} AFTER INSERT ON {t} BEGIN
-          INSERT INTO {target} VALUES ({row('new')}, 1);
+        CREATE TRIGGER IF NOT EXISTS {trg["insert"]} AFTER INSERT ON {t} BEGIN
+          INSERT INTO {target} VALUES ({row("new")}, 1);
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['replaced_by_insert']} AFTER INSERT ON {t}
+        CREATE TRIGGER IF NOT EXISTS {trg["replaced_by_insert"]} AFTER INSERT ON {t}
         WHEN EXISTS (SELECT 1 FROM {pre}) BEGIN
-          INSERT INTO {target} SELECT {row('p')}, -1 FROM {pre} AS p
-            WHERE ({conflicts('p')}) AND ({gone} OR ({took_key}));
-          DELETE FROM {pre} WHERE {conflicts('')};
+          INSERT INTO {target} SELECT {row("p")}, -1 FROM {pre} AS p
+            WHERE ({conflicts("p")}) AND ({gone} OR ({took_key}));
+          DELETE FROM {pre} WHERE {conflicts("")};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['before_update']} BEFORE UPDATE ON {t}
-        WHEN EXISTS (SELECT 1 FROM {t} AS t0 WHERE ({conflicts('t0')}) AND NOT ({same('t0', 'old')})) BEGIN
+        CREATE TRIGGER IF NOT EXISTS {trg["before_update"]} BEFORE UPDATE ON {t}
+        WHEN EXISTS (SELECT 1 FROM {t} AS t0 WHERE ({conflicts("t0")}) AND NOT ({same("t0", "old")})) BEGIN
           {capture.format(extra=f"AND NOT ({same('t0', 'old')}) ")}
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['update']} AFTER UPDATE ON {t} BEGIN
-          INSERT INTO {target} VALUES ({row('old')}, -1);
-          INSERT INTO {target} VALUES ({row('new')}, 1);
+        CREATE TRIGGER IF NOT EXISTS {trg["update"]} AFTER UPDATE ON {t} BEGIN
+          INSERT INTO {target} VALUES ({row("old")}, -1);
+          INSERT INTO {target} VALUES ({row("new")}, 1);
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['replaced_by_update']} AFTER UPDATE ON {t}
+        CREATE TRIGGER IF NOT EXISTS {trg["replaced_by_update"]} AFTER UPDATE ON {t}
         WHEN EXISTS (SELECT 1 FROM {pre}) BEGIN
-          INSERT INTO {target} SELECT {row('p')}, -1 FROM {pre} AS p
-            WHERE ({conflicts('p')}) AND NOT ({same('p', 'old')}) AND ({gone} OR ({took_key}));
-          DELETE FROM {pre} WHERE ({conflicts('')}) AND NOT ({same('', 'old')});
+          INSERT INTO {target} SELECT {row("p")}, -1 FROM {pre} AS p
+            WHERE ({conflicts("p")}) AND NOT ({same("p", "old")}) AND ({gone} OR ({took_key}));
+          DELETE FROM {pre} WHERE ({conflicts("")}) AND NOT ({same("", "old")});
           UPDATE {pre} SET {follow} WHERE {same_unaliased};
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['delete']} AFTER DELETE ON {t} BEGIN
-          INSERT INTO {target} VALUES ({row('old')}, -1);
+        CREATE TRIGGER IF NOT EXISTS {trg["delete"]} AFTER DELETE ON {t} BEGIN
+          INSERT INTO {target} VALUES ({row("old")}, -1);
         END;
-        CREATE TRIGGER IF NOT EXISTS {trg['deleted_preimage']} AFTER DELETE ON {t}
+        CREATE TRIGGER IF NOT EXISTS {trg["deleted_preimage"]} AFTER DELETE ON {t}
         WHEN EXISTS (SELECT 1 FROM {pre}) BEGIN
           DELETE FROM {pre} WHERE {same_values};
         END;

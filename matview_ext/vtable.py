@@ -83,8 +83,12 @@ class Table:
         cost = 1_000_000.0
         for column, op in constraints:
             # push down only where the view table compares as the view does (same affinity, BINARY)
-            same_affinity = columns[column].storage_type == columns[column].decltype
-            if column < 0 or op not in _OPS or columns[column].collation != "BINARY" or not same_affinity:
+            if (
+                column < 0
+                or op not in _OPS
+                or columns[column].collation != "BINARY"
+                or columns[column].storage_type != columns[column].decltype
+            ):
                 used.append(None)
                 continue
             plan.append(f"{column}:{_OPS[op]}")
