@@ -30,6 +30,7 @@ for _p in (str(_HERE), str(_HERE.parent)):
         sys.path.insert(0, _p)
 
 import strategies as S  # noqa: E402, N812
+from stock import stock_sqlite3  # noqa: E402
 from oracle import assert_view_matches, bag, typed  # noqa: E402
 
 matview: Any = pytest.importorskip("matview")
@@ -95,6 +96,7 @@ class Runner:
             f"sys.path[:0] = [{str(_HERE.parent)!r}, {str(_HERE)!r}]",
             "import matview",
             "from oracle import assert_view_matches",
+            "from stock import stock_sqlite3",
             "class Rollback(Exception): pass",
             "def w(conn, sql):  # a write; constraint violations are expected and ignored",
             "    try: conn.execute(sql).fetchall()",
@@ -321,32 +323,11 @@ class Runner:
             self.check_names(name)
 
     def stdlib(self, stmts: list[str], commit: bool) -> None:
-        self.emit("db = sqlite3.connect(PATH, isolation_level=None)")
-        db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-        try:
-            for pragma in self.p.pragmas:
-                db.execute(pragma)
-            txn = len(stmts) > 1 or not commit
-            if txn:
-                self.emit("db.execute('BEGIN')")
-                db.execute("BEGIN")
-            for sql in stmts:
-                self.emit(f"w(db, {sql!r})")
-                try:
-                    db.execute(sql)
-                except sqlite3.IntegrityError:
-                    pass
-                except sqlite3.Error as e:
-                    raise AssertionError(
-                        f"stdlib sqlite3 {sqlite3.sqlite_version} write failed: {sql}\n  -> {e!r}"
-                    ) from e
-            if txn:
-                end = "COMMIT" if commit else "ROLLBACK"
-                self.emit(f"db.execute({end!r})")
-                db.execute(end)
-        finally:
-            db.close()
-            self.emit("db.close()")
+        """Writes by stdlib sqlite3 in another process (see tests/stock.py for why never here)."""
+        self.emit(f"stock_sqlite3(PATH, {stmts!r}, pragmas={list(self.p.pragmas)!r}, commit={commit!r})")
+        result = stock_sqlite3(self.path, stmts, pragmas=list(self.p.pragmas), commit=commit)
+        if result["errors"]:
+            raise AssertionError(f"stdlib sqlite3 {result['version']} write failed: {result['errors']}")
 
     # -- checks ------------------------------------------------------------------------------
     def check(self) -> None:
