@@ -70,10 +70,10 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
             identity = f"{prefix}.{rid}"
         return ", ".join([identity, *(f"{prefix}.{c}" for c in user_columns)])
 
-    # Identity of a row: its rowid, or the primary key of a WITHOUT ROWID table; in a
-    # preimage row the rowid is the __dbsp_rowid column.
-    # alias "p" is a preimage row; "" is a preimage row in DELETE/UPDATE of the preimage
-    # table itself, which stays unaliased (older SQLite cannot read `DELETE FROM x AS p`).
+    # A row's identity is its rowid, or the primary key of a WITHOUT ROWID table; a preimage
+    # row keeps its rowid in the __dbsp_rowid column. Alias "p" is a preimage row; "" is one
+    # in a DELETE/UPDATE of the preimage table itself, which stays unaliased (older SQLite,
+    # such as the stdlib's, cannot read `DELETE FROM x AS p` inside a trigger).
     def qualified(alias: str, column: str) -> str:
         return f"{alias}.{column}" if alias else column
 
@@ -108,10 +108,6 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
     follow = ", ".join(
         [*([f"{quote(names.ROWID)} = new.{rid}"] if table.has_rowid else []), *(f"{c} = new.{c}" for c in user_columns)]
     )
-    if table.has_rowid:
-        same_unaliased = f"{quote(names.ROWID)} IS old.{rid}"
-    else:
-        same_unaliased = " AND ".join(f"{quote(k)} IS old.{quote(k)}" for k in table.primary_key)
     trg = {e: quote(names.trigger(table.name, e)) for e in CAPTURE_EVENTS}
     capture = (
         f"INSERT INTO {pre} SELECT {row('t0')} FROM {t} AS t0 WHERE ({conflicts('t0')}) {{extra}}"
@@ -148,7 +144,7 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
           INSERT INTO {target} SELECT {row("p")}, -1 FROM {pre} AS p
             WHERE ({conflicts("p")}) AND NOT ({same("p", "old")}) AND ({gone} OR ({took_key}));
           DELETE FROM {pre} WHERE ({conflicts("")}) AND NOT ({same("", "old")});
-          UPDATE {pre} SET {follow} WHERE {same_unaliased};
+          UPDATE {pre} SET {follow} WHERE {same("", "old")};
         END;
         CREATE TRIGGER IF NOT EXISTS {trg["delete"]} AFTER DELETE ON {t} BEGIN
           INSERT INTO {target} VALUES ({row("old")}, -1);

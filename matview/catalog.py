@@ -147,17 +147,19 @@ def update_plan(conn: apsw.Connection, name: str, plan: Plan) -> None:
 
 def delete_view(conn: apsw.Connection, name: str) -> None:
     conn.execute(f"DELETE FROM {quote(names.CATALOG)} WHERE name = ?", (name,))
-    conn.execute('DELETE FROM "__dbsp_progress" WHERE view = ?', (name,))
+    conn.execute(f"DELETE FROM {quote(names.PROGRESS)} WHERE view = ?", (name,))
 
 
 def get_progress(conn: apsw.Connection, view: str, table: str) -> int:
-    row = conn.execute('SELECT seq FROM "__dbsp_progress" WHERE view = ? AND base_table = ?', (view, table)).fetchone()
+    row = conn.execute(
+        f"SELECT seq FROM {quote(names.PROGRESS)} WHERE view = ? AND base_table = ?", (view, table)
+    ).fetchone()
     return int(row[0]) if row else 0
 
 
 def set_progress(conn: apsw.Connection, view: str, table: str, seq: int) -> None:
     conn.execute(
-        'INSERT INTO "__dbsp_progress" (view, base_table, seq) VALUES (?, ?, ?) '
+        f"INSERT INTO {quote(names.PROGRESS)} (view, base_table, seq) VALUES (?, ?, ?) "
         "ON CONFLICT (view, base_table) DO UPDATE SET seq = excluded.seq",
         (view, table, seq),
     )

@@ -49,6 +49,15 @@ class Circuit:
         self.delta_sql = plan.stage1.format(source=delta, weight=quote(names.WEIGHT))
         self.base_sql = plan.stage1.format(source=f"main.{quote(plan.table)}", weight="1")
 
+    @property
+    def base_rows_sql(self) -> str:
+        """The rows of a view without aggregate or DISTINCT over the base table, as columns
+        c0…: the stage-1 SELECT less its trailing weight column (the initial snapshot)."""
+        width = len(self.plan.columns)
+        names_ = ", ".join(f"c{i}" for i in range(width + 1))
+        kept = ", ".join(f"c{i}" for i in range(width))
+        return f"WITH __dbsp_stage1({names_}) AS ({self.base_sql}) SELECT {kept} FROM __dbsp_stage1"
+
     def stage1_delta(self, conn: apsw.Connection, lo: int, hi: int) -> list[tuple[Any, ...]]:
         """Stage-1 rows of the deltas with lo < seq <= hi."""
         return conn.execute(self.delta_sql, {"lo": lo, "hi": hi}).fetchall()

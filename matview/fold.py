@@ -25,7 +25,7 @@ def pending_ranges(conn: apsw.Connection, view: View) -> list[tuple[str, int, in
     ranges = []
     for table in view.entry.base_tables:
         lo, hi = conn.execute(  # type: ignore[misc]  # a SELECT of two subqueries always has one row
-            f'SELECT (SELECT seq FROM "__dbsp_progress" WHERE view = ? AND base_table = ?), '
+            f"SELECT (SELECT seq FROM {quote(names.PROGRESS)} WHERE view = ? AND base_table = ?), "
             f"(SELECT max({quote(names.SEQ)}) FROM {quote(names.delta_table(table))})",
             (view.name, table),
         ).fetchone()

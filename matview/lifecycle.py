@@ -104,17 +104,10 @@ def _populate(conn: apsw.Connection, view: View) -> None:
     store = StateStore(conn, view.name, writable=True)
     delta = view.circuit.populate(conn, store)
     if delta is None:
-        view.table.insert_select(conn, _without_weight(view.circuit.base_sql, len(view.entry.plan.columns)))
+        view.table.insert_select(conn, view.circuit.base_rows_sql)
     else:
         view.table.insert_initial(conn, delta)
     store.flush()
-
-
-def _without_weight(select: str, width: int) -> str:
-    """The first `width` columns of `select` (a stage-1 SELECT ending in its weight)."""
-    names_ = ", ".join(f"c{i}" for i in range(width + 1))
-    kept = ", ".join(f"c{i}" for i in range(width))
-    return f"WITH __dbsp_stage1({names_}) AS ({select}) SELECT {kept} FROM __dbsp_stage1"
 
 
 def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: bool = False) -> None:

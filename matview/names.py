@@ -9,6 +9,7 @@ from __future__ import annotations
 PREFIX = "__dbsp_"
 CATALOG = "__dbsp_catalog"
 META = "__dbsp_meta"
+PROGRESS = "__dbsp_progress"
 
 
 def quote(name: str) -> str:
