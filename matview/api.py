@@ -22,6 +22,7 @@ from matview.errors import Error
 from matview.fold import fold_pending_deltas, pending_count
 from matview.names import quote, view_table
 from matview.operators import aggregate_sql
+from matview.plan import render
 from matview.registry import Registry, View
 from matview.viewstore import ROW_KEY_FUNCTION, row_key_sql
 from matview_ext import statements
@@ -73,6 +74,9 @@ class Connection:
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
         """Run SQL (apsw style: returns an iterable cursor of row tuples)."""
         self._catch_up()
+        script = statements.split_script(sql)
+        if len(script) > 1:
+            return self._execute_script(script, sql, params)
         special = statements.parse_materialized(sql)
         if special is not None:
             self._run_materialized(special)
@@ -93,6 +97,25 @@ class Connection:
             self._fold_deferred_before_read(sql)
         cursor = self.apsw.execute(sql, params)
         return cursor
+
+    def _execute_script(self, script: list[str], sql: str, params: Any) -> Any:
+        """Several statements in one call. Statements matview handles itself (MATERIALIZED
+        VIEW, an index on a view, DDL on a base table) run one by one as SQLite would run
+        the script; each is checked before anything runs, so a bad one runs nothing."""
+        handled = [
+            statement
+            for statement in script
+            if statements.parse_materialized(statement) is not None
+            or statements.first_word(statement) in ("DROP", "ALTER", "CREATE")
+        ]
+        if not handled:
+            return self.apsw.execute(sql, params)
+        if params is not None:
+            raise Error("a script with materialized view statements or DDL cannot take bound parameters")
+        result: Any = Rows([])
+        for statement in script:
+            result = self.execute(statement)
+        return result
 
     def executemany(self, sql: str, sequence: Iterable[Sequence[Any]]) -> Any:
         self._catch_up()
@@ -269,6 +292,7 @@ class Connection:
         to use it in a view)."""
         self.apsw.create_scalar_function(name, function, numargs, deterministic=deterministic)
         self.registry.evaluator.register_function(name, function, numargs, deterministic)
+        self.registry.functions_changed()
 
     def views(self) -> list[ViewInfo]:
         """The materialized views of this database."""
@@ -309,7 +333,8 @@ class ViewInfo:
     def explain(self) -> str:
         """The compiled plan: the stage-1 SELECT SQLite runs over deltas, and the operators."""
         plan = self._view.entry.plan
-        lines = [f"view {self.name} ({self.maintenance}) over {plan.table}: {plan.kind}", f"  stage 1: {plan.stage1}"]
+        stage1 = render(plan.stage1, source=quote(plan.table), weight="1")
+        lines = [f"view {self.name} ({self.maintenance}) over {plan.table}: {plan.kind}", f"  stage 1: {stage1}"]
         for spec in plan.aggs:
             lines.append(f"  aggregate {spec.sql}")
         if plan.having:

@@ -109,10 +109,13 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
         [*([f"{quote(names.ROWID)} = new.{rid}"] if table.has_rowid else []), *(f"{c} = new.{c}" for c in user_columns)]
     )
     trg = {e: quote(names.trigger(table.name, e)) for e in CAPTURE_EVENTS}
-    capture = (
-        f"INSERT INTO {pre} SELECT {row('t0')} FROM {t} AS t0 WHERE ({conflicts('t0')}) {{extra}}"
-        f"AND NOT EXISTS (SELECT 1 FROM {pre} AS p WHERE {already});"
-    )
+
+    def capture(extra: str = "") -> str:
+        return (
+            f"INSERT INTO {pre} SELECT {row('t0')} FROM {t} AS t0 WHERE ({conflicts('t0')}) {extra}"
+            f"AND NOT EXISTS (SELECT 1 FROM {pre} AS p WHERE {already});"
+        )
+
     # The preimage holds rows a REPLACE may delete without firing DELETE triggers. Each
     # trigger only adds, and handles only the rows conflicting with its own new row, so the
     # writes of users' triggers nested inside a statement never disturb each other.
@@ -120,7 +123,7 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
         f"""
         CREATE TRIGGER IF NOT EXISTS {trg["before_insert"]} BEFORE INSERT ON {t}
         WHEN EXISTS (SELECT 1 FROM {t} AS t0 WHERE {conflicts("t0")}) BEGIN
-          {capture.format(extra="")}
+          {capture()}
         END;
         CREATE TRIGGER IF NOT EXISTS {trg["insert"]} AFTER INSERT ON {t} BEGIN
           INSERT INTO {target} VALUES ({row("new")}, 1);
@@ -133,7 +136,7 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
         END;
         CREATE TRIGGER IF NOT EXISTS {trg["before_update"]} BEFORE UPDATE ON {t}
         WHEN EXISTS (SELECT 1 FROM {t} AS t0 WHERE ({conflicts("t0")}) AND NOT ({same("t0", "old")})) BEGIN
-          {capture.format(extra=f"AND NOT ({same('t0', 'old')}) ")}
+          {capture(f"AND NOT ({same('t0', 'old')}) ")}
         END;
         CREATE TRIGGER IF NOT EXISTS {trg["update"]} AFTER UPDATE ON {t} BEGIN
           INSERT INTO {target} VALUES ({row("old")}, -1);

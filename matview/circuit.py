@@ -22,11 +22,11 @@ from matview.names import quote
 from matview.operators import aggregate_sql
 from matview.operators.aggregate import Aggregate
 from matview.operators.distinct import Distinct
-from matview.plan import Plan
+from matview.plan import Plan, render
+from matview.schema import ROWID_NAMES
 from matview.state import StateStore
 from matview.zset import ZSet
 
-_ROWID_ALIASES = ("rowid", "_rowid_", "oid")
 #: deltas at least this large are aggregated set at a time by SQLite (see aggregate_sql)
 BULK_ROWS = 64
 
@@ -40,14 +40,14 @@ class Circuit:
         )
         user_columns = [c[0] for c in plan.base_signature]
         lowered = {c.lower() for c in user_columns}
-        aliases = [f"{quote(names.ROWID)} AS {quote(a)}" for a in _ROWID_ALIASES if a not in lowered]
+        aliases = [f"{quote(names.ROWID)} AS {quote(a)}" for a in ROWID_NAMES if a not in lowered]
         delta = (
             f"(SELECT {', '.join(quote(c) for c in [*user_columns, names.WEIGHT])}"
             f"{''.join(', ' + a for a in aliases)} FROM {quote(names.delta_table(plan.table))} "
             f"WHERE {quote(names.SEQ)} > :lo AND {quote(names.SEQ)} <= :hi)"
         )
-        self.delta_sql = plan.stage1.format(source=delta, weight=quote(names.WEIGHT))
-        self.base_sql = plan.stage1.format(source=f"main.{quote(plan.table)}", weight="1")
+        self.delta_sql = render(plan.stage1, source=delta, weight=quote(names.WEIGHT))
+        self.base_sql = render(plan.stage1, source=f"main.{quote(plan.table)}", weight="1")
 
     @property
     def base_rows_sql(self) -> str:

@@ -2,12 +2,57 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import apsw
+
+_savepoints = itertools.count()
+
+#: errors of the environment (locks, I/O, space, interrupts), never of one view's SQL: they
+#: reach the caller as they are, where any other error of a view's fold only stalls that view
+ENVIRONMENT_ERRORS: tuple[type[BaseException], ...] = (
+    apsw.BusyError,
+    apsw.LockedError,
+    apsw.FullError,
+    apsw.IOError,
+    apsw.CorruptError,
+    apsw.NotADBError,
+    apsw.ReadOnlyError,
+    apsw.InterruptError,
+    apsw.NoMemError,
+    apsw.CantOpenError,
+    apsw.ProtocolError,
+    apsw.ConnectionClosedError,
+    apsw.ThreadingViolationError,
+)
 
 
 def scalar(conn: apsw.Connection, sql: str, params: Any = ()) -> Any:
     """The first column of the first row of `sql`, or None when there is no row."""
     row = conn.execute(sql, params).fetchone()
     return None if row is None else row[0]
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as a message: SQLite's own text, or the Python exception's name and text."""
+    if isinstance(exc, apsw.Error):
+        text = str(exc)
+        return text.split(": ", 1)[1] if ": " in text else text
+    return f"{type(exc).__name__}: {exc}"
+
+
+@contextmanager
+def savepoint(conn: apsw.Connection) -> Iterator[None]:
+    """A savepoint: released on success, rolled back to (and released) on any exception."""
+    name = f'"__dbsp_sp_{next(_savepoints)}"'
+    conn.execute(f"SAVEPOINT {name}")
+    try:
+        yield
+    except BaseException:
+        conn.execute(f"ROLLBACK TO {name}")
+        conn.execute(f"RELEASE {name}")
+        raise
+    conn.execute(f"RELEASE {name}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import apsw
 
 from matview import catalog, names
+from matview.db import ENVIRONMENT_ERRORS, describe, savepoint
 from matview.names import quote
 from matview.registry import Registry, View
 from matview.state import StateStore
@@ -81,7 +82,7 @@ def collect_garbage(conn: apsw.Connection, registry: Registry, tables: dict[str,
     for table, hi in tables.items():
         if hi - registry.collected.get(table, 0) < GARBAGE_BATCH:
             continue
-        views = [v for v in registry.views.values() if table in v.entry.base_tables]
+        views = [v for v in registry.views.values() if table in v.entry.base_tables and not v.broken]
         if not views:
             continue
         low = min(catalog.get_progress(conn, v.name, table) for v in views)
@@ -90,11 +91,28 @@ def collect_garbage(conn: apsw.Connection, registry: Registry, tables: dict[str,
 
 
 def fold_pending_deltas(conn: apsw.Connection, registry: Registry, views: list[View]) -> None:
-    """Fold several views and clean up their delta logs; inside a write transaction."""
-    touched: dict[str, int] = {}
-    for view in views:
-        if view.broken:
-            continue
-        for table, _lo, hi in fold_view(conn, view):
-            touched[table] = max(hi, touched.get(table, 0))
-    collect_garbage(conn, registry, touched)
+    """Fold several views and clean up their delta logs; inside a write transaction.
+
+    A view must never make a valid base write fail: when one view's fold raises (a user
+    function this connection lacks, a bug), its part is rolled back, the view is marked
+    stalled — its deltas stay pending, and reading it reports why — and the others fold."""
+    while True:
+        touched: dict[str, int] = {}
+        current: View | None = None
+        try:
+            with savepoint(conn):
+                for view in views:
+                    if view.broken or view.stalled:
+                        continue
+                    current = view
+                    for table, _lo, hi in fold_view(conn, view):
+                        touched[table] = max(hi, touched.get(table, 0))
+                current = None
+                collect_garbage(conn, registry, touched)
+            return
+        except ENVIRONMENT_ERRORS:
+            raise
+        except Exception as exc:
+            if current is None or current.stalled:
+                raise
+            current.stalled = f"materialized view {current.name} cannot be folded: {describe(exc)}"

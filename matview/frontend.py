@@ -11,7 +11,7 @@ Pipeline (each step small, in the spirit of sqlglot's optimizer passes):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import apsw
@@ -22,8 +22,8 @@ from sqlglot.tokens import TokenType
 from matview.errors import Error, UnsupportedQuery
 from matview.keys import check_collation
 from matview.names import quote
-from matview.plan import AggSpec, OutputColumn, Plan, PostColumn
-from matview.schema import TableInfo, has_one_variant, read_table
+from matview.plan import SOURCE, WEIGHT, AggSpec, OutputColumn, Plan, PostColumn, Template, template
+from matview.schema import ROWID_NAMES, TableInfo, has_one_variant, read_table
 from matview.sqltext import (
     AggregateCall,
     Clauses,
@@ -41,10 +41,10 @@ from matview.validate import (
     parse_select,
     probe_columns,
     refuse_nondeterministic,
+    refuse_unstable_rowid,
     refuse_unsupported,
 )
 
-ROWID_NAMES = ("rowid", "_rowid_", "oid")
 STAGE1_COLUMN = "__c{}"  # names of an aggregate view's stage-1 columns
 _AGG_FUNCS = {"string_agg": "group_concat"}
 
@@ -55,10 +55,11 @@ def compile_view(conn: apsw.Connection, sql: str) -> Plan:
     names, decltypes = probe_columns(conn, sql)
     tree = parse_select(sql)
     table_node = refuse_unsupported(tree)
-    refuse_nondeterministic(conn, tokens)
+    functions = refuse_nondeterministic(conn, sql, tokens)
     table = read_table(conn, table_node.name)
+    refuse_unstable_rowid(tokens, table)
     alias = table_node.alias or table_node.name
-    return build_plan(conn, sql, tokens, table, alias, names, decltypes, tree)
+    return replace(build_plan(conn, sql, tokens, table, alias, names, decltypes, tree), functions=functions)
 
 
 @dataclass
@@ -292,12 +293,17 @@ def _same_with(candidate: str, column: str, term: str, original: str) -> bool:
     return bool(replaced.transform(put_back) == expected)
 
 
-def _named_stage1(expressions: list[str], alias: str, where_sql: str) -> str:
+def _stage1(columns: list[str], alias: str, where_sql: str, weight_alias: str = "") -> Template:
+    """The stage-1 SELECT: the user's expressions and WHERE over SOURCE, then the weight."""
+    select = "SELECT " + "".join(f"{c}, " for c in columns)
+    return template(select, WEIGHT, f"{weight_alias} FROM ", SOURCE, f" AS {quote(alias)}{where_sql}")
+
+
+def _named_stage1(expressions: list[str], alias: str, where_sql: str) -> Template:
     """The stage-1 SELECT of an aggregate view, its columns named `__c<i>` and `__w` so the
     set-at-a-time aggregate path can select from it."""
     columns = [f"{e} AS {quote(STAGE1_COLUMN.format(i))}" for i, e in enumerate(expressions)]
-    columns.append('{weight} AS "__w"')
-    return f"SELECT {', '.join(columns)} FROM {{source}} AS {quote(alias)}{where_sql}"
+    return _stage1(columns, alias, where_sql, ' AS "__w"')
 
 
 def build_plan(
@@ -321,7 +327,13 @@ def build_plan(
     where = builder.substitute_aliases(clauses.where, items) if clauses.where else ""
     distinct = clauses.distinct is not None and clauses.distinct.kind == TokenType.DISTINCT
     columns = tuple(
-        OutputColumn(name, decltype, builder.collation_of(item.tokens), item.column not in (None, "rowid"))
+        OutputColumn(
+            name,
+            # a plain column has its base column's type (as `read_table` mirrors STRICT tables)
+            base.decltype if (base := table.column(item.column or "")) and item.column != "rowid" else decltype,
+            builder.collation_of(item.tokens),
+            item.column not in (None, "rowid"),
+        )
         for name, decltype, item in zip(names, decltypes, items)
     )
     calls_per_item = [find_aggregate_calls(sql, item.tokens) for item in items]
@@ -332,12 +344,11 @@ def build_plan(
         if distinct:
             for output in columns:
                 check_collation(output.collation, f"SELECT DISTINCT column {output.name}")
-        stage1 = ", ".join(item.text for item in items)
         return Plan(
             exact_distinct=all(has_one_variant(c.decltype, c.collation) for c in columns),
             table=table.name,
             kind="rows",
-            stage1=f"SELECT {stage1}, {{weight}} FROM {{source}} AS {quote(alias)}{where_sql}",
+            stage1=_stage1([item.text for item in items], alias, where_sql),
             columns=columns,
             distinct=distinct,
             base_signature=signature,

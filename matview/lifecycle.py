@@ -6,9 +6,7 @@ the database is as it was.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import replace
 
 import apsw
 
@@ -16,7 +14,7 @@ from matview import catalog, names
 from matview.capture import capture_installed, install_capture, remove_capture
 from matview.catalog import ViewEntry
 from matview.circuit import Circuit
-from matview.db import scalar
+from matview.db import ENVIRONMENT_ERRORS, describe, savepoint, scalar
 from matview.errors import Error
 from matview.frontend import compile_view
 from matview.names import quote
@@ -26,20 +24,6 @@ from matview.state import StateStore, create_state_tables
 from matview.viewstore import ViewTable
 
 MAINTENANCE_MODES = ("immediate", "deferred")
-_savepoints = itertools.count()
-
-
-@contextmanager
-def savepoint(conn: apsw.Connection) -> Iterator[None]:
-    name = quote(f"__dbsp_sp_{next(_savepoints)}")
-    conn.execute(f"SAVEPOINT {name}")
-    try:
-        yield
-    except BaseException:
-        conn.execute(f"ROLLBACK TO {name}")
-        conn.execute(f"RELEASE {name}")
-        raise
-    conn.execute(f"RELEASE {name}")
 
 
 def _existing_object(conn: apsw.Connection, name: str) -> str | None:
@@ -138,32 +122,46 @@ def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: b
 
 def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
     """Recompute the view from scratch. When its base table was altered, or dropped and
-    created again, change capture is rebuilt, and every view sharing that table is
-    rebuilt with it (their progress in the old delta log means nothing any more)."""
+    created again, change capture is rebuilt, and every view sharing that table is rebuilt
+    with it (their progress in the old delta log means nothing any more). Views recover
+    independently: one that cannot be rebuilt (its columns would change, its SELECT no
+    longer compiles) stays refused on read, naming what it needs, and blocks no other."""
     view = registry.get(name)
     if view is None:
         raise Error(f"no such materialized view: {name}")
     with savepoint(conn):
-        targets = {view.name.lower(): view}
+        others: dict[str, View] = {}
         for table in view.entry.base_tables:
             info = read_table(conn, table)
             stale = tuple(tuple(c) for c in info.signature) != view.entry.plan.base_signature
             if stale or not capture_installed(conn, table):
                 for other in registry.views_on(table):
-                    targets.setdefault(other.name.lower(), other)
+                    others.setdefault(other.name.lower(), other)
                 remove_capture(conn, table)
                 install_capture(conn, info)
-        for target in targets.values():
-            _rebuild(conn, registry, target)
+        _rebuild(conn, registry, view)
+        others.pop(view.name.lower(), None)
+        for other in others.values():
+            try:
+                with savepoint(conn):
+                    _rebuild(conn, registry, other)
+            except ENVIRONMENT_ERRORS:
+                raise
+            except (Error, apsw.Error) as exc:
+                # its progress in the old delta log is void: refused on read until its own REFRESH
+                reason = str(exc) if isinstance(exc, Error) else f"materialized view {other.name}: {describe(exc)}"
+                catalog.update_plan(conn, other.name, replace(other.entry.plan, needs_refresh=reason))
     registry.invalidate()
 
 
 def _rebuild(conn: apsw.Connection, registry: Registry, view: View) -> None:
     plan = compile_view(conn, view.entry.sql)
     if plan.columns != view.entry.plan.columns:
+        before = ", ".join(f"{c.name} {c.decltype}".strip() for c in view.entry.plan.columns)
+        after = ", ".join(f"{c.name} {c.decltype}".strip() for c in plan.columns)
         raise Error(
-            f"materialized view {view.name}: its columns would change after its base table was altered; "
-            "DROP and CREATE it again"
+            f"materialized view {view.name}: its columns would change after its base table was altered "
+            f"(from {before} to {after}); DROP and CREATE it again"
         )
     conn.execute(f"DELETE FROM {view.table.table}")
     conn.execute(f"DELETE FROM {quote(names.state_table(view.name))}")

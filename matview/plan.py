@@ -13,10 +13,32 @@ evaluates exactly what was written.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-PLAN_FORMAT = 1
+PLAN_FORMAT = 2
+
+#: A SQL template: the user's text never goes through `str.format` (a literal `'{weight}'` or
+#: a JSON string is not a placeholder). Even positions are literal SQL, odd positions name a
+#: placeholder that `render` fills.
+Template = tuple[str, ...]
+SOURCE, WEIGHT = "source", "weight"
+
+
+def template(*parts: str) -> Template:
+    """Literal SQL and placeholder names, alternating: template("SELECT a, ", WEIGHT, " FROM ", SOURCE)."""
+    return tuple(parts)
+
+
+def render(parts: Template, **values: str) -> str:
+    return "".join(values[part] if position % 2 else part for position, part in enumerate(parts))
+
+
+def _template_of_format_1(text: str) -> Template:
+    """Plans of format 1 stored "{source}"/"{weight}" placeholders inside the SQL text."""
+    pieces = re.split(r"\{(source|weight)\}", text)
+    return tuple(pieces)
 
 
 @dataclass(frozen=True)
@@ -59,7 +81,7 @@ class PostColumn:
 class Plan:
     table: str
     kind: str  # "rows" | "aggregate"
-    stage1: str  # SELECT template with {source} and {weight} placeholders
+    stage1: Template  # the stage-1 SELECT, with SOURCE and WEIGHT placeholders
     columns: tuple[OutputColumn, ...]
     distinct: bool = False
     group_collations: tuple[str, ...] = ()
@@ -74,6 +96,8 @@ class Plan:
     exact_groups: bool = True  # GROUP BY keys have one variant each (see operators.variants)
     exact_distinct: bool = True  # DISTINCT rows have one variant each
     base_signature: tuple[tuple[str, str, str], ...] = field(default=())
+    functions: tuple[str, ...] = ()  # user-defined SQL functions the SELECT calls (lower case)
+    needs_refresh: str = ""  # why the stored state is void (a shared base table's capture was rebuilt)
 
     @property
     def group_count(self) -> int:
@@ -87,14 +111,17 @@ class Plan:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Plan:
         data = dict(data)
-        data.pop("format", None)
+        plan_format = data.pop("format", None)
+        if plan_format == 1 or isinstance(data["stage1"], str):
+            data["stage1"] = _template_of_format_1(data["stage1"])
         data["columns"] = tuple(OutputColumn(*c) if isinstance(c, list) else OutputColumn(**c) for c in data["columns"])
         data["aggs"] = tuple(AggSpec(**a) for a in data["aggs"])
         data["post_columns"] = tuple(
             PostColumn(p["name"], p["decltype"], p["collation"], tuple(p["source"])) for p in data["post_columns"]
         )
-        for name in ("group_collations", "post_exprs"):
+        for name in ("group_collations", "post_exprs", "stage1", "functions"):
             data[name] = tuple(data[name])
         data["outputs"] = tuple(tuple(o) for o in data["outputs"])
         data["base_signature"] = tuple(tuple(s) for s in data["base_signature"])
+        data.setdefault("functions", ())
         return cls(**data)

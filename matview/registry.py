@@ -28,7 +28,8 @@ class View:
     entry: ViewEntry
     circuit: Circuit
     table: ViewTable
-    broken: str | None = None  # why the view can no longer be maintained
+    broken: str | None = None  # why the view can no longer be maintained (its schema)
+    stalled: str | None = None  # why this connection cannot fold it now; its deltas stay pending
 
     @property
     def name(self) -> str:
@@ -46,6 +47,27 @@ class Registry:
         self.views: dict[str, View] = {}
         self._schema_version: int | None = None
         self.collected: dict[str, int] = {}  # per base table: delta seq of the last garbage collection
+        self._functions: frozenset[str] | None = None
+
+    def functions_changed(self) -> None:
+        """A SQL function was registered: views that waited for it may fold again."""
+        self._functions = None
+        self.invalidate()
+
+    def _missing_functions(self, entry: ViewEntry) -> str | None:
+        if not entry.plan.functions:
+            return None
+        if self._functions is None:
+            rows = self.conn.execute("SELECT name FROM pragma_function_list")
+            self._functions = frozenset(str(name).lower() for (name,) in rows)
+        missing = [f for f in entry.plan.functions if f not in self._functions]
+        if not missing:
+            return None
+        calls = ", ".join(f"{f}()" for f in missing)
+        return (
+            f"materialized view {entry.name} uses {calls}, which this connection has not registered: "
+            "call create_scalar_function(name, function, deterministic=True) on it first"
+        )
 
     def invalidate(self) -> None:
         self._schema_version = None
@@ -73,10 +95,13 @@ class Registry:
                     entry, Circuit(entry.name, entry.plan, self.evaluator), ViewTable(entry.name, entry.plan.columns)
                 )
             view.broken = self._validate(entry)
+            view.stalled = self._missing_functions(entry)
             views[key] = view
         self.views = views
 
     def _validate(self, entry: ViewEntry) -> str | None:
+        if entry.plan.needs_refresh:
+            return entry.plan.needs_refresh
         for table in entry.base_tables:
             try:
                 info = read_table(self.conn, table)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import apsw
+from sqlglot.tokens import TokenType
 
 from matview.db import scalar
 from matview.errors import Error, UnsupportedQuery
 from matview.names import is_internal, quote
+from matview.sqltext import matching_paren, tokenize
 
 
 def affinity(decltype: str) -> str:
@@ -34,10 +36,11 @@ def has_one_variant(decltype: str, collation: str) -> bool:
 @dataclass(frozen=True)
 class Column:
     name: str
-    decltype: str  # as declared; decides affinity
+    decltype: str  # as declared (STRICT's ANY as no type): decides affinity
     collation: str  # BINARY, NOCASE, RTRIM, or a user collation
 
 
+ROWID_NAMES = ("rowid", "_rowid_", "oid")  # SQLite's names of the rowid, where no column shadows them
 ROWID_KEY = "\x00rowid"  # in a unique key: the real rowid (a user column may be named rowid)
 
 
@@ -94,13 +97,14 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
     )
     columns: list[Column] = []
     pk_cols: list[tuple[int, str]] = []
+    strict = _is_strict(str(scalar(conn, "SELECT sql FROM main.sqlite_master WHERE name = ?", (real_name,))))
     for _cid, col, decltype, _notnull, _default, pk, hidden in conn.execute(
         f"PRAGMA main.table_xinfo({quote(real_name)})"
     ):
         if hidden == 1:
             continue
         collation = conn.column_metadata("main", real_name, col)[1] or "BINARY"
-        columns.append(Column(col, decltype or "", collation.upper()))
+        columns.append(Column(col, _mirror_type(decltype or "", strict), collation.upper()))
         if pk:
             pk_cols.append((pk, col))
     pk_names = tuple(c for _, c in sorted(pk_cols))
@@ -128,11 +132,28 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
     rowid_name = "rowid"
     if not without_rowid:
         taken = {c.name.lower() for c in columns}
-        free = [alias for alias in ("rowid", "_rowid_", "oid") if alias not in taken]
+        free = [alias for alias in ROWID_NAMES if alias not in taken]
         if not free:
             raise UnsupportedQuery(f"table {real_name}: its columns rowid, _rowid_ and oid hide the rowid")
         rowid_name = free[0]
     return TableInfo(real_name, tuple(columns), not without_rowid, ipk, pk_names, tuple(unique_keys), rowid_name)
+
+
+def _is_strict(create_sql: str) -> bool:
+    """Whether a CREATE TABLE has the STRICT option (after its column list). Read from the
+    text: `pragma_table_list` connects every virtual table of the schema, matview's own too."""
+    tokens = tokenize(create_sql)
+    opening = next((i for i, t in enumerate(tokens) if t.kind == TokenType.L_PAREN), None)
+    if opening is None:
+        return False  # CREATE TABLE … AS SELECT
+    return any(t.text.upper() == "STRICT" and not t.is_quoted for t in tokens[matching_paren(tokens, opening) + 1 :])
+
+
+def _mirror_type(decltype: str, strict: bool) -> str:
+    """The declared type that gives a column of an ordinary table (a delta log, a view table,
+    the evaluator's per-group table) the same affinity. Only STRICT's ANY differs: it keeps
+    every value as given, where an ordinary column declared ANY has NUMERIC affinity."""
+    return "" if strict and decltype.upper() == "ANY" else decltype
 
 
 def _is_without_rowid(conn: apsw.Connection, name: str) -> bool:

@@ -5,6 +5,7 @@ or `UnsupportedQuery` (naming the construct); `frontend.compile_view` runs them 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import apsw
@@ -14,7 +15,8 @@ from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
 from matview.names import quote
-from matview.sqltext import AGGREGATE_NAMES, Token, tokenize
+from matview.schema import ROWID_NAMES, TableInfo
+from matview.sqltext import AGGREGATE_NAMES, Token, split_top_level, tokenize
 
 _DATE_FUNCTIONS = {"date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff"}
 _SQLITE_DETERMINISTIC = 0x800
@@ -101,8 +103,21 @@ def refuse_unsupported(tree: Any) -> exp.Table:
     return source
 
 
-def refuse_nondeterministic(conn: apsw.Connection, tokens: list[Token]) -> None:
-    """Refuse calls whose result can change without a base-table change."""
+@functools.cache
+def builtin_functions() -> frozenset[str]:
+    """The SQL functions every apsw connection has before anyone registers one."""
+    probe = apsw.Connection(":memory:")
+    try:
+        return frozenset(str(name).lower() for (name,) in probe.execute("SELECT name FROM pragma_function_list"))
+    finally:
+        probe.close()
+
+
+def refuse_nondeterministic(conn: apsw.Connection, sql: str, tokens: list[Token]) -> tuple[str, ...]:
+    """Refuse calls whose result can change without a base-table change; return the
+    user-defined functions the SELECT calls (a connection must have them to fold)."""
+    user_functions: set[str] = set()
+    builtins = builtin_functions()
     deterministic: dict[str, bool] = {}
     aggregates: set[str] = set()
     for name, kind, flags in conn.execute("SELECT name, type, flags FROM pragma_function_list"):
@@ -119,15 +134,44 @@ def refuse_nondeterministic(conn: apsw.Connection, tokens: list[Token]) -> None:
             raise UnsupportedQuery(f"aggregate function {token.text}() is not supported yet")
         if not is_call or token.is_quoted or name not in deterministic:
             continue
+        if name not in builtins:
+            user_functions.add(name)
         if not deterministic[name]:
             raise UnsupportedQuery(
                 f"function {token.text}() is not deterministic (register user functions with deterministic=True)"
             )
         if name in _DATE_FUNCTIONS:
-            close = _close_paren(tokens, index + 1)
-            inner = tokens[index + 2 : close]
-            if not inner or any(t.kind == TokenType.STRING and t.text.strip().lower() == "now" for t in inner):
-                raise UnsupportedQuery(f"{token.text}() of 'now' is not deterministic")
+            _refuse_clock_dependent_date(sql, token, tokens[index + 2 : _close_paren(tokens, index + 1)])
+    return tuple(sorted(user_functions))
+
+
+def _refuse_clock_dependent_date(sql: str, function: Token, inner: list[Token]) -> None:
+    """Date functions read the clock for 'now' (or a missing time value) and the process's
+    time zone for 'localtime'/'utc': SQLite itself calls those uses non-deterministic."""
+    where = f"{function.text}()"
+    arguments = [a for a in split_top_level(sql, inner) if a] if inner else []
+    needed = 2 if function.text.lower() == "strftime" else 1  # strftime's first is the format
+    if len(arguments) < needed:
+        raise UnsupportedQuery(f"{where} without a time value means 'now', which is not deterministic")
+    for token in inner:
+        word = token.text.strip().lower()
+        if token.kind == TokenType.STRING and word == "now":
+            raise UnsupportedQuery(f"{where} of 'now' is not deterministic")
+        if token.kind == TokenType.STRING and word in ("localtime", "utc"):
+            raise UnsupportedQuery(
+                f"{where} with the '{word}' modifier depends on the time zone of the process that folds, "
+                "so it is not deterministic"
+            )
+    for argument in arguments[needed:]:
+        first = argument.tokens[0]
+        if len(argument.tokens) == 1 and first.kind in (TokenType.STRING, TokenType.NUMBER):
+            continue
+        if first.kind == TokenType.STRING and first.text.strip()[:1] in ("+", "-", *"0123456789"):
+            continue  # '+' || n || ' days': a computed amount, never a time-zone modifier
+        raise UnsupportedQuery(
+            f"{where} with a computed modifier ({argument.text}): it could be 'localtime' or 'utc', "
+            "which are not deterministic; write modifiers as literals"
+        )
 
 
 def _close_paren(tokens: list[Token], open_index: int) -> int:
@@ -140,3 +184,22 @@ def _close_paren(tokens: list[Token], open_index: int) -> int:
             if depth == 0:
                 return index
     return len(tokens)
+
+
+def refuse_unstable_rowid(tokens: list[Token], table: TableInfo) -> None:
+    """Refuse reading the rowid of a table without an INTEGER PRIMARY KEY: VACUUM (by any
+    client) renumbers such rowids without a change any trigger sees, so the view would go
+    stale. An INTEGER PRIMARY KEY is the rowid and never changes behind a view's back."""
+    if not table.has_rowid or table.ipk is not None:
+        return
+    for index, token in enumerate(tokens):
+        if not token.is_name or token.text.lower() not in ROWID_NAMES or table.column(token.text) is not None:
+            continue
+        if index and tokens[index - 1].kind == TokenType.ALIAS:
+            continue  # `x AS rowid` names an output column
+        if index + 1 < len(tokens) and tokens[index + 1].kind in (TokenType.L_PAREN, TokenType.DOT):
+            continue
+        raise UnsupportedQuery(
+            f"{token.text} of table {table.name}, which has no INTEGER PRIMARY KEY: VACUUM renumbers such "
+            "rowids without any change a view could see; declare an INTEGER PRIMARY KEY column and use it"
+        )

@@ -10,9 +10,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import apsw
+
 from matview.errors import Error
 
-_NAME = r'(?:"(?:[^"]|"")+"|\[[^\]]+\]|`(?:[^`]|``)+`|[^\s(.;"\[`]+)'
+_NAME = r'(?:"(?:[^"]|"")+"|\'(?:[^\']|\'\')+\'|\[[^\]]+\]|`(?:[^`]|``)+`|[^\s(.;"\'\[`]+)'
 _QUALIFIED = rf"(?:(?:main|{_NAME})\s*\.\s*)?({_NAME})"
 _LEAD = r"\A(?:\s|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*"
 
@@ -38,6 +40,8 @@ _OPTION = re.compile(r"\s*(\w+)\s*=\s*('(?:[^']|'')*'|\w+)\s*")
 def unquote(name: str) -> str:
     if name[:1] == '"' and name[-1:] == '"':
         return name[1:-1].replace('""', '"')
+    if name[:1] == "'" and name[-1:] == "'":  # SQLite reads a string where a name must stand as that name
+        return name[1:-1].replace("''", "'")
     if name[:1] == "`" and name[-1:] == "`":
         return name[1:-1].replace("``", "`")
     if name[:1] == "[" and name[-1:] == "]":
@@ -124,6 +128,25 @@ def table_ddl_target(sql: str) -> str | None:
     """The table a DROP TABLE / ALTER TABLE statement names."""
     match = _TABLE_DDL.match(sql)
     return unquote(match.group(2)) if match else None
+
+
+_BLANK = re.compile(_LEAD + r";?\s*\Z", re.DOTALL)
+
+
+def split_script(sql: str) -> list[str]:
+    """The statements of `sql`, each with its `;` (SQLite's own sqlite3_complete decides
+    where one ends: a `;` inside a string, a comment or a trigger body ends nothing)."""
+    if ";" not in sql:
+        return [sql]
+    parts, start = [], 0
+    for match in re.finditer(";", sql):
+        chunk = sql[start : match.end()]
+        if apsw.complete(chunk):
+            parts.append(chunk)
+            start = match.end()
+    parts.append(sql[start:])
+    found = [part for part in parts if not _BLANK.match(part)]
+    return found or [sql]
 
 
 def first_word(sql: str) -> str:

@@ -15,11 +15,12 @@ from typing import Any
 
 import apsw
 
+from matview.db import ENVIRONMENT_ERRORS, describe
 from matview.errors import Error
 from matview.fold import pending_view_delta
 from matview.keys import row_of
 from matview.names import quote
-from matview.operators.accumulators import OVERFLOW
+from matview.operators.accumulators import RESULT_ERRORS
 from matview.registry import Registry, View
 
 _OPS = {
@@ -128,7 +129,13 @@ class Cursor:
         stored: list[Any] = conn.execute(
             f"SELECT {view.table.select_columns} FROM {view.table.table}{where}", tuple(constraintargs)
         ).fetchall()
-        pending = pending_view_delta(conn, view)
+        try:
+            pending = pending_view_delta(conn, view)
+        except ENVIRONMENT_ERRORS:
+            raise
+        except Exception as exc:
+            # the fold of this view stalled (or would): its changes are pending, not lost
+            raise Error(view.stalled or f"materialized view {view.name} cannot be read: {describe(exc)}") from exc
         width = len(columns)
         rows: list[tuple[Any, ...]] = []
         if not pending:
@@ -158,8 +165,8 @@ class Cursor:
         if number == -1:
             return self.position
         value = self.rows[self.position][number]
-        if value == OVERFLOW:
-            raise Error(f"integer overflow in materialized view {self.table.name} (as its SELECT would raise)")
+        if type(value) is bytes and value in RESULT_ERRORS:
+            raise Error(f"materialized view {self.table.name}: {RESULT_ERRORS[value]}")
         return value
 
     def Next(self) -> None:

@@ -502,20 +502,24 @@ def test_add_column_from_stdlib_sqlite3_then_refresh(db: DB) -> None:
 
 
 @pytest.mark.parametrize(
-    "ddl,table",
+    "ddl,table,recovers",
     [
-        ("ALTER TABLE t RENAME COLUMN a TO a2", "t"),
-        ("ALTER TABLE t RENAME COLUMN c TO c2", "t"),
-        ("ALTER TABLE t RENAME TO t_renamed", "t_renamed"),
+        ("ALTER TABLE t RENAME COLUMN a TO a2", "t", False),
+        ("ALTER TABLE t RENAME COLUMN c TO c2", "t", True),  # v_imm does not read c: REFRESH rebuilds it
+        ("ALTER TABLE t RENAME TO t_renamed", "t_renamed", False),
     ],
 )
-def test_rename_from_stdlib_sqlite3(db: DB, ddl: str, table: str) -> None:
+def test_rename_from_stdlib_sqlite3(db: DB, ddl: str, table: str, recovers: bool) -> None:
     sqlite3_ddl(db, ddl)
     assert_views_schema_changed(db)
-    for view in ("v_imm", "v_agg"):
+    if recovers:
+        db.conn.execute("REFRESH MATERIALIZED VIEW v_imm")  # v_agg's problem is not v_imm's
+        assert_view_matches(db.conn, "v_imm", V_IMM_SQL)
+    for view in ("v_agg",) if recovers else ("v_imm", "v_agg"):
         with pytest.raises(matview.Error):
             db.conn.execute(f"REFRESH MATERIALIZED VIEW {view}").fetchall()
-    assert_views_schema_changed(db)
+        with pytest.raises(matview.SchemaChanged):
+            db.conn.execute(f"SELECT * FROM {view}").fetchall()
     db.conn.execute(f"INSERT INTO {table} DEFAULT VALUES")
     drop_views_and_check_clean(db, table)
 

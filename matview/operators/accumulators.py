@@ -24,10 +24,20 @@ from matview.keys import SQLITE_INT_MAX, SQLITE_INT_MIN, canonical
 from matview.plan import AggSpec
 from matview.state import StateStore, sqlite_order, storage_kind
 
-#: what a SUM of integers that does not fit in 64 bits shows (SQLite raises "integer overflow")
+#: results that are not values: reading a view that shows one raises `matview.Error`
 OVERFLOW = b"\x00matview: integer overflow"
+ORDER_DEPENDENT = b"\x00matview: order-dependent sum"
+RESULT_ERRORS = {
+    OVERFLOW: "integer overflow (as its SELECT would raise)",
+    ORDER_DEPENDENT: (
+        "a running sum leaves the number range in some row orders but not in others, so SQLite's "
+        "SUM/TOTAL/AVG (integer overflow or ±Inf) depends on its scan order; matview does not guess"
+    ),
+}
 _SCALE = 1074
 _ONE = 1 << _SCALE
+#: the least magnitude that rounds to ±Inf as a double (DBL_MAX plus half an ulp), scaled
+_INF_THRESHOLD = ((1 << 1024) - (1 << 970)) * _ONE
 
 NumericCoercion = Callable[[Any], Any]
 
@@ -37,56 +47,111 @@ def _scaled(value: float) -> int:
     return numerator * (_ONE // denominator)
 
 
+def _to_double(scaled: int) -> float:
+    """The correctly rounded double of scaled / 2**1074; ±Inf beyond the double range."""
+    try:
+        return scaled / _ONE
+    except OverflowError:
+        return math.inf if scaled > 0 else -math.inf
+
+
 class SumState:
-    """[n non-null, n real, exact int sum, exact real sum × 2**1074, +inf count, −inf count]"""
+    """[n non-null, n real, exact int sum, exact real sum × 2**1074, +inf count, −inf count,
+    Σ positive ints, Σ negative ints, Σ positive reals × 2**1074, Σ negative reals × 2**1074]
 
-    @staticmethod
-    def initial() -> list[Any]:
-        return [0, 0, 0, 0, 0, 0]
+    The last four (the positive and negative masses, all linear) say whether some order of
+    the rows makes a running sum leave the range — int64 for SUM of integers, the double
+    range otherwise — where another order does not: SQLite adds in scan order, so its answer
+    then depends on that order and the result is `ORDER_DEPENDENT`. Integer masses stay
+    unscaled so that integer-only state stays small. States written before the masses
+    existed have six entries and read as masses 0.
+    """
 
-    @staticmethod
-    def add(acc: list[Any], value: Any, weight: int) -> None:
+    WIDTH = 10
+
+    @classmethod
+    def initial(cls) -> list[Any]:
+        return [0] * cls.WIDTH
+
+    @classmethod
+    def _widen(cls, acc: list[Any]) -> None:
+        if len(acc) < cls.WIDTH:
+            acc.extend([0] * (cls.WIDTH - len(acc)))
+
+    @classmethod
+    def add(cls, acc: list[Any], value: Any, weight: int) -> None:
+        cls._widen(acc)
         acc[0] += weight
         if isinstance(value, int):
             acc[2] += value * weight
+            acc[6 if value > 0 else 7] += value * weight
             return
         acc[1] += weight
         if math.isinf(value):
             acc[4 if value > 0 else 5] += weight
-        else:
-            acc[3] += _scaled(value) * weight
+            return
+        scaled = _scaled(value) * weight
+        acc[3] += scaled
+        acc[8 if value > 0 else 9] += scaled
+
+    @classmethod
+    def add_integer_partials(cls, acc: list[Any], count: Any, total: Any, positive: Any, negative: Any) -> None:
+        """Add integer terms summed by SQL: their weighted count, sum, and positive and
+        negative parts (the set-at-a-time path of `aggregate_sql`)."""
+        cls._widen(acc)
+        acc[0] += count
+        acc[2] += total
+        acc[6] += positive
+        acc[7] += negative
 
     @staticmethod
-    def real_total(acc: list[Any]) -> float | None:
-        """The sum as a double; None for +inf + −inf (SQLite's NaN, shown as NULL)."""
+    def real_total(acc: list[Any]) -> Any:
+        """The sum as a double; None for +inf + −inf (SQLite's NaN, shown as NULL), or
+        ORDER_DEPENDENT when a running double sum overflows in some orders only."""
+        positive, negative = 0, 0
+        if len(acc) >= SumState.WIDTH:
+            positive, negative = acc[6] * _ONE + acc[8], acc[7] * _ONE + acc[9]
         if acc[4] and acc[5]:
             return None
-        if acc[4]:
-            return math.inf
+        if acc[4]:  # +Inf, unless finite terms reach −Inf first in some order (then NaN)
+            return ORDER_DEPENDENT if -negative >= _INF_THRESHOLD else math.inf
         if acc[5]:
+            return ORDER_DEPENDENT if positive >= _INF_THRESHOLD else -math.inf
+        total = acc[2] * _ONE + acc[3]
+        if positive < _INF_THRESHOLD and -negative < _INF_THRESHOLD:
+            return _to_double(total)
+        if total >= _INF_THRESHOLD and -negative < _INF_THRESHOLD:
+            return math.inf  # every order ends at +Inf, and no order reaches −Inf first
+        if total <= -_INF_THRESHOLD and positive < _INF_THRESHOLD:
             return -math.inf
-        if not acc[3]:
-            return float(acc[2])
-        return (acc[2] * _ONE + acc[3]) / _ONE
+        return ORDER_DEPENDENT
 
     @classmethod
     def sum(cls, acc: list[Any]) -> Any:
         if acc[0] == 0:
             return None
         if acc[1] == 0:
-            return acc[2] if SQLITE_INT_MIN <= acc[2] <= SQLITE_INT_MAX else OVERFLOW
+            if not SQLITE_INT_MIN <= acc[2] <= SQLITE_INT_MAX:
+                return OVERFLOW  # every order overflows at the latest on the last row
+            if len(acc) >= SumState.WIDTH and (acc[6] > SQLITE_INT_MAX or acc[7] < SQLITE_INT_MIN):
+                return ORDER_DEPENDENT
+            return acc[2]
         return cls.real_total(acc)
 
     @classmethod
     def total(cls, acc: list[Any]) -> Any:
-        return 0.0 if acc[0] == 0 else cls.real_total(acc)
+        if acc[0] == 0:
+            return 0.0
+        if acc[1] == 0:
+            return float(acc[2])  # SQLite's TOTAL/AVG never raise: an int64 overflow turns approximate
+        return cls.real_total(acc)
 
     @classmethod
     def avg(cls, acc: list[Any]) -> Any:
         if acc[0] == 0:
             return None
-        total = cls.real_total(acc)
-        return None if total is None else total / acc[0]
+        total = cls.total(acc)
+        return total if total is None or isinstance(total, bytes) else total / acc[0]
 
 
 class Accumulator:

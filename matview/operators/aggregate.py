@@ -15,7 +15,7 @@ from typing import Any
 
 from matview.evaluator import Evaluator
 from matview.keys import group_key, row_key
-from matview.operators.accumulators import OVERFLOW, Accumulator
+from matview.operators.accumulators import RESULT_ERRORS, Accumulator
 from matview.operators.variants import count_variant, shown_variant
 from matview.plan import Plan
 from matview.state import StateStore
@@ -95,8 +95,9 @@ class Aggregate:
             )
         for position, (key, group, results) in enumerate(live):
             exprs, keep = evaluated[position] if evaluated else ([], True)
-            if OVERFLOW in results:
-                exprs, keep = [OVERFLOW] * len(exprs), True
+            failed = next((r for r in results if type(r) is bytes and r in RESULT_ERRORS), None)
+            if failed is not None:  # expressions and HAVING over it would raise in SQLite too
+                exprs, keep = [failed] * len(exprs), True
             row = None
             if keep:
                 row = [self._output(source, index, group, results, exprs) for source, index in plan.outputs]

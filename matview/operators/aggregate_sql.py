@@ -65,6 +65,8 @@ def sql_step(
             layout.append(("sum", len(parts)))
             parts.append(f"sum(CASE WHEN {condition}typeof({arg}) = 'integer' THEN \"__w\" ELSE 0 END)")
             parts.append(f"sum(CASE WHEN {condition}typeof({arg}) = 'integer' THEN {arg} * \"__w\" END)")
+            parts.append(f"sum(CASE WHEN {condition}typeof({arg}) = 'integer' AND {arg} > 0 THEN {arg} * \"__w\" END)")
+            parts.append(f"sum(CASE WHEN {condition}typeof({arg}) = 'integer' AND {arg} < 0 THEN {arg} * \"__w\" END)")
             parts.append(f"sum(CASE WHEN {condition}typeof({arg}) NOT IN ('integer', 'null') THEN 1 ELSE 0 END)")
         else:
             extreme = "min" if spec.func == "min" else "max"
@@ -98,10 +100,10 @@ def sql_step(
             if what == "count":
                 group[slot] += row[at] or 0
             elif what == "sum":
-                acc = group[slot]
-                acc[0] += row[at] or 0
-                acc[2] += row[at + 1] or 0
-                if row[at + 2]:
+                SumState.add_integer_partials(
+                    group[slot], row[at] or 0, row[at + 1] or 0, row[at + 2] or 0, row[at + 3] or 0
+                )
+                if row[at + 4]:
                     reals.append(index)
             else:
                 inserted, deleted = row[at], row[at + 1]
