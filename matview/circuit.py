@@ -1,11 +1,19 @@
 """A view's incremental circuit: ΔV = Q^Δ(ΔI), built from its Plan by the chain rule.
 
-    ΔI ──σ/π (stage 1, run by SQLite over the delta log)──▶ [Aggregate] ──▶ [Distinct] ──▶ ΔV
+    ΔI ──σ/π/⋈ (stage 1, run by SQLite over the delta logs and base tables)──▶ [Aggregate] ──▶ [Distinct] ──▶ ΔV
 
-Stage 1 is linear (Thm 3.3: Q^Δ = Q), so SQLite evaluates the view's own WHERE and
-expressions over the delta rows, carrying each row's weight along. The same stage-1
-SELECT over the base table itself yields the initial snapshot (CREATE, REFRESH): the
-whole table as one delta from the empty state.
+Stage 1 is the user's FROM/WHERE/SELECT. Over one table it is linear (Thm 3.3: Q^Δ = Q): SQLite
+evaluates it over the delta rows, carrying each row's weight along. Over a join it is
+multilinear in its occurrences (Thm 3.4, telescoped): for the changed occurrences c₁ < … < c_k
+
+    ΔQ = Σᵢ Q[ X_j ← X_j^new (j < cᵢ),  X_cᵢ ← ΔX_cᵢ,  X_j ← X_j^old (j > cᵢ, changed) ]
+
+one SELECT per changed occurrence, the weight the product of the weights of its non-new
+inputs. The base tables are the integrals I(X) — X^new, with their indexes — and old states
+are never stored: X^old = X^new ⊎ (−ΔX), a UNION ALL inside the SQL. A self-join's two
+occurrences are two inputs with the same Δ, so a change is never counted twice (ΔA ⋈ ΔB is in
+exactly one term). The same stage-1 SELECT over the base tables alone is the initial snapshot
+(CREATE, REFRESH): the whole database as one delta from the empty state.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import apsw
 
 from matview import names
 from matview.evaluator import Evaluator
-from matview.keys import row_key
+from matview.keys import row_key, row_of
 from matview.names import quote
 from matview.operators import aggregate_sql
 from matview.operators.aggregate import Aggregate
@@ -30,6 +38,9 @@ from matview.zset import ZSet
 #: deltas at least this large are aggregated set at a time by SQLite (see aggregate_sql)
 BULK_ROWS = 64
 
+#: pending changes of a view: per base table, the delta-log range lo < seq <= hi
+Ranges = dict[str, tuple[int, int]]
+
 
 class Circuit:
     def __init__(self, view: str, plan: Plan, evaluator: Evaluator) -> None:
@@ -38,40 +49,115 @@ class Circuit:
         self.distinct = (
             Distinct(tuple(c.collation for c in plan.columns), plan.exact_distinct) if plan.distinct else None
         )
-        user_columns = [c[0] for c in plan.base_signature]
-        lowered = {c.lower() for c in user_columns}
-        aliases = [f"{quote(names.ROWID)} AS {quote(a)}" for a in ROWID_NAMES if a not in lowered]
-        delta = (
-            f"(SELECT {', '.join(quote(c) for c in [*user_columns, names.WEIGHT])}"
-            f"{''.join(', ' + a for a in aliases)} FROM {quote(names.delta_table(plan.table))} "
-            f"WHERE {quote(names.SEQ)} > :lo AND {quote(names.SEQ)} <= :hi)"
+        self.tables = plan.tables
+        self._delta_sources = [self._delta_source(number, table) for number, table in enumerate(self.tables)]
+        self._terms: dict[frozenset[str], list[str]] = {}
+        placeholders = {f"source{i}": f"main.{quote(table)}" for i, table in enumerate(plan.sources)}
+        self.base_sql = render(plan.stage1, weight="1", **placeholders)
+
+    def _columns(self, table: str) -> tuple[list[str], list[str]]:
+        """The user columns of a base table, and the names of its rowid no column shadows."""
+        user = [c[0] for c in self.plan.signature(table) or ()]
+        if table in self.plan.without_rowid:
+            return user, []
+        lowered = {c.lower() for c in user}
+        return user, [a for a in ROWID_NAMES if a not in lowered]
+
+    def _delta_source(self, number: int, table: str) -> str:
+        """ΔX: the table's pending delta rows, shaped like the table, with their weight."""
+        user, rowids = self._columns(table)
+        rowid = quote(names.ROWID)
+        columns = ", ".join([*(quote(c) for c in [*user, names.WEIGHT]), *(f"{rowid} AS {a}" for a in rowids)])
+        seq = quote(names.SEQ)
+        return (
+            f"(SELECT {columns} FROM {quote(names.delta_table(table))} "
+            f"WHERE {seq} > :lo{number} AND {seq} <= :hi{number})"
         )
-        self.delta_sql = render(plan.stage1, source=delta, weight=quote(names.WEIGHT))
-        self.base_sql = render(plan.stage1, source=f"main.{quote(plan.table)}", weight="1")
+
+    def _old_source(self, number: int, table: str) -> str:
+        """X^old = X^new ⊎ (−ΔX), without storing it."""
+        user, rowids = self._columns(table)
+        values = ", ".join([*(quote(c) for c in user), *(f"rowid AS {a}" for a in rowids)])
+        delta = self._delta_sources[number]
+        pending = ", ".join([*(quote(c) for c in user), *rowids])
+        return (
+            f"(SELECT {values}, 1 AS {quote(names.WEIGHT)} FROM main.{quote(table)} "
+            f"UNION ALL SELECT {pending}, -{quote(names.WEIGHT)} FROM {delta})"
+        )
+
+    def terms(self, changed: frozenset[str]) -> list[str]:
+        """The stage-1 SELECTs whose rows (with weights) sum to Δ(stage 1) when the tables
+        `changed` have pending deltas: one per occurrence of a changed table."""
+        found = self._terms.get(changed)
+        if found is not None:
+            return found
+        plan = self.plan
+        single = len(plan.sources) == 1
+        changed_at = [i for i, table in enumerate(plan.sources) if table in changed]
+        terms = []
+        for i in changed_at:
+            placeholders: dict[str, str] = {}
+            weights: list[str] = []
+            for j, table in enumerate(plan.sources):
+                number = self.tables.index(table)
+                if j == i:
+                    placeholders[f"source{j}"] = self._delta_sources[number]
+                elif j > i and j in changed_at:
+                    placeholders[f"source{j}"] = self._old_source(number, table)
+                else:
+                    placeholders[f"source{j}"] = f"main.{quote(table)}"
+                    continue
+                weight = quote(names.WEIGHT)
+                weights.append(weight if single else f"{quote(plan.aliases[j])}.{weight}")
+            terms.append(render(plan.stage1, weight=" * ".join(weights), **placeholders))
+        self._terms[changed] = terms
+        return terms
+
+    @staticmethod
+    def parameters(ranges: Ranges, tables: list[str]) -> dict[str, int]:
+        params: dict[str, int] = {}
+        for number, table in enumerate(tables):
+            lo, hi = ranges.get(table, (0, 0))
+            params[f"lo{number}"], params[f"hi{number}"] = lo, hi
+        return params
 
     @property
     def base_rows_sql(self) -> str:
-        """The rows of a view without aggregate or DISTINCT over the base table, as columns
+        """The rows of a view without aggregate or DISTINCT over the base tables, as columns
         c0…: the stage-1 SELECT less its trailing weight column (the initial snapshot)."""
         width = len(self.plan.columns)
         names_ = ", ".join(f"c{i}" for i in range(width + 1))
         kept = ", ".join(f"c{i}" for i in range(width))
         return f"WITH __dbsp_stage1({names_}) AS ({self.base_sql}) SELECT {kept} FROM __dbsp_stage1"
 
-    def stage1_delta(self, conn: apsw.Connection, lo: int, hi: int) -> list[tuple[Any, ...]]:
-        """Stage-1 rows of the deltas with lo < seq <= hi."""
-        return conn.execute(self.delta_sql, {"lo": lo, "hi": hi}).fetchall()
+    def stage1_delta(self, conn: apsw.Connection, ranges: Ranges) -> list[tuple[Any, ...]]:
+        """Stage-1 rows (with weights) of the pending changes `ranges`."""
+        params = self.parameters(ranges, self.tables)
+        terms = self.terms(frozenset(ranges))
+        if len(terms) == 1:
+            # one input's log, in sequence order: a row's −1 never comes before its +1
+            return conn.execute(terms[0], params).fetchall()
+        # Several terms emit cancelling pairs in any order (X^old = X^new ⊎ −ΔX); MIN/MAX
+        # trust that a −1 is for a row already present, so consolidate first (by identity:
+        # 3 and 3.0 stay apart).
+        consolidated: ZSet[bytes] = ZSet()
+        for term in terms:
+            for row in conn.execute(term, params):
+                consolidated.add(row_key(row[:-1]), row[-1])
+        return [(*row_of(key), weight) for key, weight in consolidated.items()]
 
     def stage1_base(self, conn: apsw.Connection) -> Iterable[tuple[Any, ...]]:
         return conn.execute(self.base_sql)
 
-    def delta(self, conn: apsw.Connection, lo: int, hi: int, store: StateStore) -> ZSet[bytes]:
-        """ΔV of the deltas with lo < seq <= hi."""
-        if hi - lo >= BULK_ROWS and store.writable:
-            found = self._sql_aggregate(conn, self.delta_sql, {"lo": lo, "hi": hi}, store)
+    def delta(self, conn: apsw.Connection, ranges: Ranges, store: StateStore) -> ZSet[bytes]:
+        """ΔV of the pending changes `ranges` (all of them at once: folding table by table
+        would count ΔA ⋈ ΔB twice)."""
+        if sum(hi - lo for lo, hi in ranges.values()) >= BULK_ROWS and store.writable:
+            source = " UNION ALL ".join(self.terms(frozenset(ranges)))
+            found = self._sql_aggregate(conn, source, self.parameters(ranges, self.tables), store)
             if found is not None:
                 return found
-        return self.step(self.stage1_delta(conn, lo, hi), store)
+        return self.step(self.stage1_delta(conn, ranges), store)
 
     def populate(self, conn: apsw.Connection, store: StateStore) -> ZSet[bytes] | None:
         """The initial snapshot: the whole base table as one delta from the empty state.

@@ -52,7 +52,9 @@ class Evaluator:
         insert = f"INSERT INTO {table} (rowid, {names}) VALUES (?, {placeholders})"
         selected = [*plan.post_exprs, f"({plan.having}) IS TRUE" if plan.having else "1"]
         expressions = ", ".join(f"({e})" for e in selected)
-        select = f"SELECT rowid, {expressions} FROM {table} AS {quote(plan.post_alias)} ORDER BY rowid"
+        # plans of format 1 name GROUP BY columns by their base names, qualified by the table's alias
+        alias = f" AS {quote(plan.post_alias)}" if plan.post_alias else ""
+        select = f"SELECT rowid, {expressions} FROM {table}{alias} ORDER BY rowid"
         found = (table, insert, select)
         self._tables[view] = found
         return found

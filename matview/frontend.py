@@ -3,9 +3,10 @@ into a `Plan`.
 
 Pipeline (each step small, in the spirit of sqlglot's optimizer passes):
   1. `probe_columns`   SQLite itself validates the SELECT and names its columns.
-  2. `refuse_unsupported`  sqlglot's AST finds joins, subqueries, set operations, …
+  2. `refuse_unsupported`  sqlglot's AST finds subqueries, set operations, windows, …
   3. `refuse_nondeterministic`  SQLite's function list says which calls are deterministic.
-  4. `build_plan`      the select list, WHERE, GROUP BY and HAVING are cut from the user's
+  4. `read_from_clause`  the base tables of FROM, each occurrence a placeholder; names resolve.
+  5. `build_plan`      the select list, WHERE, GROUP BY and HAVING are cut from the user's
                        text (`sqltext`) into the stage-1 SELECT and post-aggregate expressions.
 """
 
@@ -20,10 +21,11 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
+from matview.from_clause import ColumnRef, FromClause, read_from_clause
 from matview.keys import check_collation
 from matview.names import quote
-from matview.plan import SOURCE, WEIGHT, AggSpec, OutputColumn, Plan, PostColumn, Template, template
-from matview.schema import ROWID_NAMES, TableInfo, has_one_variant, read_table
+from matview.plan import WEIGHT, AggSpec, OutputColumn, Plan, PostColumn, Template
+from matview.schema import has_one_variant
 from matview.sqltext import (
     AggregateCall,
     Clauses,
@@ -54,60 +56,61 @@ def compile_view(conn: apsw.Connection, sql: str) -> Plan:
     sql, tokens = one_statement(sql)
     names, decltypes = probe_columns(conn, sql)
     tree = parse_select(sql)
-    table_node = refuse_unsupported(tree)
+    refuse_unsupported(tree)
     functions = refuse_nondeterministic(conn, sql, tokens)
-    table = read_table(conn, table_node.name)
-    refuse_unstable_rowid(tokens, table)
-    alias = table_node.alias or table_node.name
-    return replace(build_plan(conn, sql, tokens, table, alias, names, decltypes, tree), functions=functions)
+    clauses = split_clauses(sql, tokens)
+    source = read_from_clause(conn, sql, clauses.from_.tokens)
+    refuse_unstable_rowid(tokens, source)
+    return replace(build_plan(conn, sql, clauses, source, names, decltypes, tree), functions=functions)
 
 
 @dataclass
 class _Item:
     tokens: tuple[Token, ...]  # for analysis; a `*` expansion has tokens of its own text
     alias: str | None
-    column: str | None  # the base column when the item is a plain column reference
+    column: ColumnRef | None  # the base column when the item is a plain column reference
     text: str  # the expression as written (without its alias)
 
 
 class _Builder:
-    """Builds a Plan from the clauses of one SELECT over one table."""
+    """Builds a Plan from the clauses of one SELECT over the occurrences of its FROM clause."""
 
-    def __init__(self, conn: apsw.Connection, sql: str, table: TableInfo, alias: str) -> None:
-        self.conn, self.sql, self.table, self.alias = conn, sql, table, alias
-        self.qualifiers = {alias.lower(), table.name.lower(), "main"}
+    def __init__(self, conn: apsw.Connection, sql: str, source: FromClause) -> None:
+        self.conn, self.sql, self.source = conn, sql, source
         self.aggs: list[AggSpec] = []
         self.group_terms: list[tuple[Token, ...]] = []
-        self.used_groups: set[int] = set()  # GROUP BY expressions post-aggregation expressions use
+        self.used_groups: set[int] = set()  # GROUP BY terms post-aggregation expressions use
         self.agg_keys: dict[tuple[tuple[str, str], ...], int] = {}
         self.stage1: list[str] = []
 
     # -- column references -------------------------------------------------------------
-    def column_of(self, tokens: tuple[Token, ...]) -> str | None:
+    def column_of(self, tokens: tuple[Token, ...]) -> ColumnRef | None:
         """The base column a token run names, if it is exactly a (qualified) column reference."""
         toks = list(tokens)
-        while len(toks) >= 3 and toks[1].kind == TokenType.DOT and toks[0].text.lower() in self.qualifiers:
+        if len(toks) == 5 and toks[0].text.lower() == "main" and toks[1].kind == TokenType.DOT:
             toks = toks[2:]
+        if len(toks) == 3 and toks[1].kind == TokenType.DOT and toks[0].is_name and toks[2].is_name:
+            return self.source.resolve(toks[0].text, toks[2].text)
         if len(toks) != 1 or not toks[0].is_name:
             return None
         return self.resolve(toks[0].text)
 
-    def resolve(self, name: str) -> str | None:
-        column = self.table.column(name)
-        if column is not None:
-            return column.name
-        if name.lower() in ROWID_NAMES and self.table.has_rowid:
-            return self.table.ipk or "rowid"
-        return None
+    def resolve(self, name: str) -> ColumnRef | None:
+        return self.source.resolve(None, name)
+
+    def identity(self, qualifier: str | None, name: str) -> str | None:
+        """A column's identity for comparing expressions (see `sqltext.normalized`)."""
+        ref = self.source.resolve(qualifier, name)
+        return None if ref is None else f"{ref.occurrence}.{ref.name.lower()}"
+
+    def normalized(self, tokens: tuple[Token, ...] | list[Token]) -> tuple[tuple[str, str], ...]:
+        return normalized(tokens, self.identity)
 
     def collation_of(self, tokens: tuple[Token, ...]) -> str:
         if len(tokens) >= 3 and tokens[-2].kind == TokenType.COLLATE:
             return tokens[-1].text.upper()
-        column = self.column_of(tokens)
-        if column is not None and column != "rowid":
-            found = self.table.column(column)
-            return found.collation if found else "BINARY"
-        return "BINARY"
+        ref = self.column_of(tokens)
+        return ref.column.collation if ref is not None and ref.column is not None else "BINARY"
 
     # -- select list -------------------------------------------------------------------
     def items(self, clauses: Clauses, tree: exp.Select) -> list[_Item]:
@@ -119,9 +122,10 @@ class _Builder:
         for span, node in zip(spans, expressions):
             toks = span.tokens
             if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and isinstance(node.this, exp.Star)):
-                for column in self.table.columns:
-                    ref = f"{quote(self.alias)}.{quote(column.name)}"
-                    items.append(_Item(tuple(tokenize(ref)), None, column.name, ref))
+                qualifier = node.table if isinstance(node, exp.Column) and node.table else None
+                for ref in self.source.star(qualifier):
+                    text = f"{quote(self.source.occurrences[ref.occurrence].alias)}.{quote(ref.name)}"
+                    items.append(_Item(tuple(tokenize(text)), None, ref, text))
                 continue
             alias = None
             if isinstance(node, exp.Alias):
@@ -155,11 +159,9 @@ class _Builder:
     def aggregate(self, call: AggregateCall, sql: str) -> int:
         """Register an aggregate call (deduplicated) and its stage-1 inputs; its index."""
         key = (
-            normalized(
-                [Token(TokenType.VAR, call.name, 0, 0)] + [t for a in call.args for t in a.tokens], self.qualifiers
-            )
+            self.normalized([Token(TokenType.VAR, call.name, 0, 0)] + [t for a in call.args for t in a.tokens])
             + ((("distinct", str(call.distinct)),))
-            + (normalized(call.filter.tokens, self.qualifiers) if call.filter else ())
+            + (self.normalized(call.filter.tokens) if call.filter else ())
         )
         if key in self.agg_keys:
             return self.agg_keys[key]
@@ -177,9 +179,12 @@ class _Builder:
                 raise UnsupportedQuery(f"{where} with {len(args)} arguments")
             if call.distinct:
                 raise UnsupportedQuery("GROUP_CONCAT(DISTINCT …) is not supported yet")
-            if self.table.ipk is None:
+            if self.source.is_join:
+                raise UnsupportedQuery("GROUP_CONCAT over a join: its order is the join's loop order, unspecified")
+            table = self.source.occurrences[0].table
+            if table.ipk is None:
                 raise UnsupportedQuery(
-                    f"GROUP_CONCAT on table {self.table.name}, which has no INTEGER PRIMARY KEY: its order "
+                    f"GROUP_CONCAT on table {table.name}, which has no INTEGER PRIMARY KEY: its order "
                     "follows rowids that VACUUM may renumber"
                 )
         elif len(args) != 1:
@@ -190,8 +195,8 @@ class _Builder:
         if call.distinct and func in ("sum", "total", "avg"):
             # An untyped column may hold 3 and 3.0, equal for DISTINCT but of different types,
             # and SQLite's sum keeps whichever came first: refuse rather than guess.
-            column = self.column_of(args[0].tokens)
-            base = self.table.column(column) if column else None
+            ref = self.column_of(args[0].tokens)
+            base = ref.column if ref is not None else None
             if base is not None and not has_one_variant(base.decltype, self.collation_of(args[0].tokens)):
                 raise UnsupportedQuery(
                     f"{where} with DISTINCT over column {base.name}, which has no type affinity (or a "
@@ -224,18 +229,16 @@ class _Builder:
         return "" if row is None or row[0] is None else str(row[0])
 
     def substitute_group_terms(self, text: str) -> str:
-        """Replace GROUP BY expressions inside `text` by their per-group column `"__g{j}"`.
+        """Replace GROUP BY terms inside `text` by their per-group column `"__g{j}"`.
         A textual match is used only when it is a subtree of the expression: replacing it
         must leave sqlglot's parse of the rest unchanged (`x % 7` is not a subtree of
         `2 * x % 7`)."""
         for j, term in enumerate(self.group_terms):
-            if self.column_of(term) is not None:
-                continue  # plain columns keep their names in the per-group table
-            wanted = normalized(term, self.qualifiers)
+            wanted = self.normalized(term)
             toks = tokenize(text)
             for first in range(len(toks)):
                 for last in range(first + 1, len(toks) + 1):
-                    if normalized(toks[first:last], self.qualifiers) != wanted:
+                    if self.normalized(toks[first:last]) != wanted:
                         continue
                     column = quote(f"__g{j}")
                     candidate = text[: toks[first].start] + column + text[toks[last - 1].end :]
@@ -244,34 +247,33 @@ class _Builder:
                         return self.substitute_group_terms(candidate)
         return text
 
-    def post_expression(self, text: str, group_columns: dict[str, int], where: str) -> str:
+    def post_expression(self, text: str, where: str) -> str:
         """Rewrite a post-aggregation expression: aggregate calls become `"__a{i}"` columns,
-        GROUP BY expressions `"__g{j}"`; any other column must be a GROUP BY column (kept
-        by name in the per-group table)."""
-        text = self.substitute_group_terms(text)
+        then GROUP BY terms `"__g{j}"`; any column left is neither, which SQLite would
+        answer from an arbitrary row of the group (a bare column): refused."""
         toks = tokenize(text)
-        calls = find_aggregate_calls(text, toks)
         replacements = []
-        inside: set[int] = set()
-        for call in calls:
+        for call in find_aggregate_calls(text, toks):
             call_text = text[toks[call.first].start : toks[call.last - 1].end]
             index = self.aggregate(call, call_text)
             replacements.append((toks[call.first].start, toks[call.last - 1].end, quote(f"__a{index}")))
-            inside.update(range(call.first, call.last))
+        text = self.substitute_group_terms(splice(text, replacements))
+        toks = tokenize(text)
         for index, token in enumerate(toks):
-            if index in inside or not token.is_name:
+            if not token.is_name or (index and toks[index - 1].kind == TokenType.DOT):
                 continue
-            if index + 1 < len(toks) and toks[index + 1].kind in (TokenType.DOT, TokenType.L_PAREN):
+            following = [t.kind for t in toks[index + 1 : index + 3]]
+            if following[:1] == [TokenType.L_PAREN]:
                 continue
-            column = self.resolve(token.text)
-            if column is None:
-                continue
-            if column.lower() not in group_columns:
+            qualified = following[:1] == [TokenType.DOT] and index + 2 < len(toks)
+            ref = self.source.resolve(token.text, toks[index + 2].text) if qualified else self.resolve(token.text)
+            if ref is not None:
+                written = text[token.start : toks[index + 2].end] if qualified else token.text
                 raise UnsupportedQuery(
-                    f"column {token.text} in {where} is neither aggregated nor a GROUP BY column "
+                    f"column {written} in {where} is neither aggregated nor a GROUP BY column "
                     "(bare columns are not supported)"
                 )
-        return splice(text, replacements)
+        return text
 
 
 def _same_with(candidate: str, column: str, term: str, original: str) -> bool:
@@ -293,34 +295,36 @@ def _same_with(candidate: str, column: str, term: str, original: str) -> bool:
     return bool(replaced.transform(put_back) == expected)
 
 
-def _stage1(columns: list[str], alias: str, where_sql: str, weight_alias: str = "") -> Template:
-    """The stage-1 SELECT: the user's expressions and WHERE over SOURCE, then the weight."""
-    select = "SELECT " + "".join(f"{c}, " for c in columns)
-    return template(select, WEIGHT, f"{weight_alias} FROM ", SOURCE, f" AS {quote(alias)}{where_sql}")
+def _stage1(columns: list[str], source: FromClause, where_sql: str, weight_alias: str = "") -> Template:
+    """The stage-1 SELECT: the user's expressions, FROM and WHERE, then the weight. The
+    FROM clause keeps a placeholder per occurrence (`from_clause`)."""
+    head = "SELECT " + "".join(f"{c}, " for c in columns)
+    body = list(source.template)
+    body[0] = f"{weight_alias} FROM {body[0]}"
+    body[-1] = f"{body[-1]}{where_sql}"
+    return (head, WEIGHT, *body)
 
 
-def _named_stage1(expressions: list[str], alias: str, where_sql: str) -> Template:
+def _named_stage1(expressions: list[str], source: FromClause, where_sql: str) -> Template:
     """The stage-1 SELECT of an aggregate view, its columns named `__c<i>` and `__w` so the
     set-at-a-time aggregate path can select from it."""
     columns = [f"{e} AS {quote(STAGE1_COLUMN.format(i))}" for i, e in enumerate(expressions)]
-    return _stage1(columns, alias, where_sql, ' AS "__w"')
+    return _stage1(columns, source, where_sql, ' AS "__w"')
 
 
 def build_plan(
     conn: apsw.Connection,
     sql: str,
-    tokens: list[Token],
-    table: TableInfo,
-    alias: str,
+    clauses: Clauses,
+    source: FromClause,
     names: list[str],
     decltypes: list[str],
     tree: Any,
 ) -> Plan:
     assert isinstance(tree, exp.Select)
-    clauses = split_clauses(sql, tokens)
     if clauses.window:
         raise UnsupportedQuery("WINDOW clause is not supported yet")
-    builder = _Builder(conn, sql, table, alias)
+    builder = _Builder(conn, sql, source)
     items = builder.items(clauses, tree)
     if len(items) != len(names):
         raise UnsupportedQuery("matview cannot match the select list to its columns")
@@ -330,15 +334,21 @@ def build_plan(
         OutputColumn(
             name,
             # a plain column has its base column's type (as `read_table` mirrors STRICT tables)
-            base.decltype if (base := table.column(item.column or "")) and item.column != "rowid" else decltype,
+            item.column.column.decltype if item.column is not None and item.column.column is not None else decltype,
             builder.collation_of(item.tokens),
-            item.column not in (None, "rowid"),
+            item.column is not None and item.column.column is not None,
         )
         for name, decltype, item in zip(names, decltypes, items)
     )
     calls_per_item = [find_aggregate_calls(sql, item.tokens) for item in items]
     is_aggregate = bool(clauses.group or clauses.having or any(calls_per_item))
-    signature = tuple((c.name, c.decltype, c.collation) for c in table.columns)
+    sources = tuple(o.table.name for o in source.occurrences)
+    aliases = tuple(o.alias for o in source.occurrences)
+    without_rowid = tuple(dict.fromkeys(o.table.name for o in source.occurrences if not o.table.has_rowid))
+    signatures = tuple(
+        (table.name, tuple((c.name, c.decltype, c.collation) for c in table.columns))
+        for table in {o.table.name: o.table for o in source.occurrences}.values()
+    )
     where_sql = f" WHERE ({where})" if where else ""
     if not is_aggregate:
         if distinct:
@@ -346,12 +356,14 @@ def build_plan(
                 check_collation(output.collation, f"SELECT DISTINCT column {output.name}")
         return Plan(
             exact_distinct=all(has_one_variant(c.decltype, c.collation) for c in columns),
-            table=table.name,
+            sources=sources,
+            aliases=aliases,
+            without_rowid=without_rowid,
             kind="rows",
-            stage1=_stage1([item.text for item in items], alias, where_sql),
+            stage1=_stage1([item.text for item in items], source, where_sql),
             columns=columns,
             distinct=distinct,
-            base_signature=signature,
+            signatures=signatures,
         )
     # GROUP BY terms: ordinals and aliases name select items; columns win over aliases.
     group_terms: list[tuple[Token, ...]] = []
@@ -373,16 +385,12 @@ def build_plan(
     builder.group_terms = group_terms
     for toks in group_terms:
         builder.add_stage1(Span(sql, toks).text)
-    group_norm = [normalized(toks, builder.qualifiers) for toks in group_terms]
-    group_columns: dict[str, int] = {}
-    for index, toks in enumerate(group_terms):
-        column = builder.column_of(toks)
-        if column is not None and column != "rowid":
-            group_columns.setdefault(column.lower(), index)
+    group_norm = [builder.normalized(toks) for toks in group_terms]
+    group_refs = [builder.column_of(toks) for toks in group_terms]
     outputs: list[tuple[str, int]] = []
     post_exprs: list[str] = []
     for item, calls in zip(items, calls_per_item):
-        norm = normalized(item.tokens, builder.qualifiers)
+        norm = builder.normalized(item.tokens)
         if norm in group_norm:
             outputs.append(("group", group_norm.index(norm)))
             continue
@@ -390,45 +398,47 @@ def build_plan(
         if len(calls) == 1 and calls[0].first == 0 and calls[0].last == len(item.tokens):
             outputs.append(("agg", builder.aggregate(calls[0], text)))
             continue
-        post_exprs.append(builder.post_expression(text, group_columns, "the select list"))
+        post_exprs.append(builder.post_expression(text, "the select list"))
         outputs.append(("expr", len(post_exprs) - 1))
     having = None
     if clauses.having:
         having_text = builder.substitute_aliases(clauses.having, items)
-        having = builder.post_expression(having_text, group_columns, "HAVING")
+        having = builder.post_expression(having_text, "HAVING")
     rowid_column = None
     if any(a.func == "group_concat" for a in builder.aggs):
-        rowid_column = builder.add_stage1(f"{quote(alias)}.{table.rowid_name}")
-    post_columns = [
-        PostColumn(base.name, base.decltype, base.collation, ("group", index))
-        for name, index in group_columns.items()
-        if (base := table.column(name)) is not None
-    ] + [PostColumn(f"__a{i}", "", "BINARY", ("agg", i)) for i in range(len(builder.aggs))]
-    post_columns += [PostColumn(f"__g{j}", "", group_collations[j], ("group", j)) for j in sorted(builder.used_groups)]
-    exact_groups = True
-    for toks in group_terms:
-        column = builder.column_of(toks)
-        base = table.column(column) if column and column != "rowid" else None
-        if column == "rowid":
-            continue
-        if base is None or not has_one_variant(base.decltype, builder.collation_of(toks)):
-            exact_groups = False
+        first = source.occurrences[0]
+        rowid_column = builder.add_stage1(f"{quote(first.alias)}.{first.table.rowid_name}")
+    # the per-group table: a plain column keeps its type (affinity) and collation
+    post_columns = [PostColumn(f"__a{i}", "", "BINARY", ("agg", i)) for i in range(len(builder.aggs))] + [
+        PostColumn(
+            f"__g{j}",
+            ref.column.decltype if (ref := group_refs[j]) is not None and ref.column is not None else "",
+            group_collations[j],
+            ("group", j),
+        )
+        for j in sorted(builder.used_groups)
+    ]
+    exact_groups = all(
+        ref is not None and (ref.column is None or has_one_variant(ref.column.decltype, builder.collation_of(toks)))
+        for ref, toks in zip(group_refs, group_terms)
+    )
     return Plan(
         exact_groups=exact_groups,
         exact_distinct=all(has_one_variant(c.decltype, c.collation) for c in columns),
-        table=table.name,
+        sources=sources,
+        aliases=aliases,
+        without_rowid=without_rowid,
         kind="aggregate",
-        stage1=_named_stage1(builder.stage1, alias, where_sql),
+        stage1=_named_stage1(builder.stage1, source, where_sql),
         columns=columns,
         distinct=distinct,
         group_collations=group_collations,
         has_group_by=bool(group_terms),
         aggs=tuple(builder.aggs),
         outputs=tuple(outputs),
-        post_alias=alias,
         post_columns=tuple(post_columns),
         post_exprs=tuple(post_exprs),
         having=having,
         rowid_column=rowid_column,
-        base_signature=signature,
+        signatures=signatures,
     )

@@ -65,12 +65,12 @@ def create_view(
     with savepoint(conn):
         plan = compile_view(conn, sql)
         catalog.ensure_catalog(conn)
-        table = read_table(conn, plan.table)
-        install_capture(conn, table)
+        for table in plan.tables:
+            install_capture(conn, read_table(conn, table))
         view_table = ViewTable(name, plan.columns)
         view_table.create(conn)
         create_state_tables(conn, name)
-        entry = ViewEntry(name, sql.strip().rstrip(";").strip(), plan, maintenance, [table.name])
+        entry = ViewEntry(name, sql.strip().rstrip(";").strip(), plan, maintenance, plan.tables)
         catalog.save_view(conn, entry)
         view = View(entry, Circuit(name, plan, registry.evaluator), view_table)
         _populate(conn, view)
@@ -133,7 +133,7 @@ def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
         others: dict[str, View] = {}
         for table in view.entry.base_tables:
             info = read_table(conn, table)
-            stale = tuple(tuple(c) for c in info.signature) != view.entry.plan.base_signature
+            stale = tuple(tuple(c) for c in info.signature) != view.entry.plan.signature(table)
             if stale or not capture_installed(conn, table):
                 for other in registry.views_on(table):
                     others.setdefault(other.name.lower(), other)

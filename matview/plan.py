@@ -23,11 +23,11 @@ PLAN_FORMAT = 2
 #: a JSON string is not a placeholder). Even positions are literal SQL, odd positions name a
 #: placeholder that `render` fills.
 Template = tuple[str, ...]
-SOURCE, WEIGHT = "source", "weight"
+WEIGHT = "weight"
 
 
 def template(*parts: str) -> Template:
-    """Literal SQL and placeholder names, alternating: template("SELECT a, ", WEIGHT, " FROM ", SOURCE)."""
+    """Literal SQL and placeholder names, alternating: template("SELECT a, ", WEIGHT, " FROM ", "source0")."""
     return tuple(parts)
 
 
@@ -38,7 +38,7 @@ def render(parts: Template, **values: str) -> str:
 def _template_of_format_1(text: str) -> Template:
     """Plans of format 1 stored "{source}"/"{weight}" placeholders inside the SQL text."""
     pieces = re.split(r"\{(source|weight)\}", text)
-    return tuple(pieces)
+    return tuple("source0" if position % 2 and piece == "source" else piece for position, piece in enumerate(pieces))
 
 
 @dataclass(frozen=True)
@@ -77,11 +77,14 @@ class PostColumn:
     source: tuple[str, int]  # ("group", j) or ("agg", i)
 
 
+Signature = tuple[tuple[str, str, str], ...]  # a base table's (column, declared type, collation)
+
+
 @dataclass(frozen=True)
 class Plan:
-    table: str
+    sources: tuple[str, ...]  # the base table of each FROM occurrence (a self-join names one twice)
     kind: str  # "rows" | "aggregate"
-    stage1: Template  # the stage-1 SELECT, with SOURCE and WEIGHT placeholders
+    stage1: Template  # the stage-1 SELECT, with placeholders WEIGHT and source<i> per occurrence
     columns: tuple[OutputColumn, ...]
     distinct: bool = False
     group_collations: tuple[str, ...] = ()
@@ -95,13 +98,23 @@ class Plan:
     rowid_column: int | None = None  # stage-1 index of the base rowid, when an aggregate needs order
     exact_groups: bool = True  # GROUP BY keys have one variant each (see operators.variants)
     exact_distinct: bool = True  # DISTINCT rows have one variant each
-    base_signature: tuple[tuple[str, str, str], ...] = field(default=())
+    signatures: tuple[tuple[str, Signature], ...] = field(default=())  # per distinct base table
     functions: tuple[str, ...] = ()  # user-defined SQL functions the SELECT calls (lower case)
+    aliases: tuple[str, ...] = ()  # the name of each occurrence in the query (its alias or table name)
+    without_rowid: tuple[str, ...] = ()  # base tables WITHOUT ROWID
     needs_refresh: str = ""  # why the stored state is void (a shared base table's capture was rebuilt)
 
     @property
     def group_count(self) -> int:
         return len(self.group_collations)
+
+    @property
+    def tables(self) -> list[str]:
+        """The distinct base tables, in order of first reference."""
+        return list(dict.fromkeys(self.sources))
+
+    def signature(self, table: str) -> Signature | None:
+        return next((sig for name, sig in self.signatures if name == table), None)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -112,16 +125,22 @@ class Plan:
     def from_dict(cls, data: dict[str, Any]) -> Plan:
         data = dict(data)
         plan_format = data.pop("format", None)
-        if plan_format == 1 or isinstance(data["stage1"], str):
+        if plan_format == 1 or isinstance(data["stage1"], str):  # one table, "{source}" in the text
             data["stage1"] = _template_of_format_1(data["stage1"])
+            table = data.pop("table")
+            data["sources"] = (table,)
+            data["signatures"] = ((table, data.pop("base_signature")),)
         data["columns"] = tuple(OutputColumn(*c) if isinstance(c, list) else OutputColumn(**c) for c in data["columns"])
         data["aggs"] = tuple(AggSpec(**a) for a in data["aggs"])
         data["post_columns"] = tuple(
             PostColumn(p["name"], p["decltype"], p["collation"], tuple(p["source"])) for p in data["post_columns"]
         )
-        for name in ("group_collations", "post_exprs", "stage1", "functions"):
+        data.setdefault("functions", ())
+        data.setdefault("without_rowid", ())
+        for name in ("group_collations", "post_exprs", "stage1", "functions", "sources", "aliases", "without_rowid"):
             data[name] = tuple(data[name])
         data["outputs"] = tuple(tuple(o) for o in data["outputs"])
-        data["base_signature"] = tuple(tuple(s) for s in data["base_signature"])
-        data.setdefault("functions", ())
+        data["signatures"] = tuple(
+            (table, tuple(tuple(c) for c in signature)) for table, signature in data["signatures"]
+        )
         return cls(**data)

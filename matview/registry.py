@@ -107,7 +107,7 @@ class Registry:
                 info = read_table(self.conn, table)
             except Exception:
                 return f"materialized view {entry.name}: its base table {table} was dropped; DROP the view"
-            if tuple(tuple(c) for c in info.signature) != entry.plan.base_signature:
+            if tuple(tuple(c) for c in info.signature) != entry.plan.signature(table):
                 return (
                     f"materialized view {entry.name}: its base table {table} was altered; "
                     "REFRESH MATERIALIZED VIEW or DROP it"

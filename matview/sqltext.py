@@ -8,7 +8,7 @@ own sources and columns, so SQLite evaluates exactly what the user wrote.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import sqlglot
@@ -224,22 +224,30 @@ def splice(sql: str, replacements: Sequence[tuple[int, int, str]]) -> str:
     return "".join(out)
 
 
-def normalized(tokens: Sequence[Token], qualifiers: set[str]) -> tuple[tuple[str, str], ...]:
-    """Tokens as comparable pairs: names case-folded, table qualifiers dropped."""
+#: resolves `[qualifier.]name` to a canonical column identity, or None when it names no column
+ColumnResolver = Callable[[str | None, str], str | None]
+
+
+def normalized(tokens: Sequence[Token], resolve: ColumnResolver) -> tuple[tuple[str, str], ...]:
+    """Tokens as comparable pairs: a column reference, qualified or not, as its resolved
+    identity (so `o.id` and `id` compare equal when they are one column, and `o.id` and
+    `c.id` never do); other names case-folded."""
     out: list[tuple[str, str]] = []
     index = 0
     while index < len(tokens):
         token = tokens[index]
-        if (
-            token.is_name
-            and token.text.lower() in qualifiers
-            and index + 2 < len(tokens)
-            and tokens[index + 1].kind == TokenType.DOT
-        ):
-            index += 2
-            continue
+        after = tokens[index + 1].kind if index + 1 < len(tokens) else None
+        if token.is_name and after == TokenType.DOT and index + 2 < len(tokens) and tokens[index + 2].is_name:
+            follows = tokens[index + 3].kind if index + 3 < len(tokens) else None
+            column = resolve(token.text, tokens[index + 2].text) if follows != TokenType.L_PAREN else None
+            if column is not None:
+                out.append(("column", column))
+                index += 3
+                continue
         if token.is_name:
-            out.append(("name", token.text.lower()))
+            before = tokens[index - 1].kind if index else None
+            column = resolve(None, token.text) if after != TokenType.L_PAREN and before != TokenType.DOT else None
+            out.append(("column", column) if column is not None else ("name", token.text.lower()))
         else:
             out.append((token.kind.name, token.text))
         index += 1

@@ -14,8 +14,9 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
+from matview.from_clause import FromClause
 from matview.names import quote
-from matview.schema import ROWID_NAMES, TableInfo
+from matview.schema import ROWID_NAMES
 from matview.sqltext import AGGREGATE_NAMES, Token, split_top_level, tokenize
 
 _DATE_FUNCTIONS = {"date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff"}
@@ -71,8 +72,9 @@ def parse_select(sql: str) -> Any:
     return tree
 
 
-def refuse_unsupported(tree: Any) -> exp.Table:
-    """Refuse every construct the single-table engine cannot maintain; return the base table."""
+def refuse_unsupported(tree: Any) -> None:
+    """Refuse every construct the engine cannot maintain yet (the FROM clause itself is
+    checked by `from_clause.read_from_clause`)."""
     if isinstance(tree, exp.SetOperation):
         raise UnsupportedQuery(f"set operation {tree.key.upper()} (UNION/INTERSECT/EXCEPT) is not supported yet")
     if not isinstance(tree, exp.Select):
@@ -86,21 +88,17 @@ def refuse_unsupported(tree: Any) -> exp.Table:
     for select in tree.find_all(exp.Select):
         if select is not tree:
             raise UnsupportedQuery(f"subquery {select.sql(dialect='sqlite')[:60]} is not supported yet")
-    if tree.args.get("joins"):
-        raise UnsupportedQuery("JOIN (or a comma-separated FROM list) is not supported yet: one base table per view")
     if tree.args.get("limit") or tree.args.get("offset"):
         raise UnsupportedQuery("LIMIT/OFFSET is not supported: a view's rows have no order")
     from_ = tree.args.get("from_") or tree.args.get("from")
     if from_ is None:
         raise UnsupportedQuery("a SELECT without FROM is not supported: a view needs a base table")
-    source = from_.this
-    if not isinstance(source, exp.Table) or not isinstance(source.this, exp.Identifier):
-        raise UnsupportedQuery(f"FROM {source.sql(dialect='sqlite')[:60]}: only a plain table is supported")
-    if source.db and source.db.lower() != "main":
-        raise UnsupportedQuery(f"table {source.db}.{source.name}: only tables of the main database are supported")
-    if source.args.get("hints") or source.args.get("joins") or source.args.get("laterals"):
-        raise UnsupportedQuery(f"FROM {source.sql(dialect='sqlite')}: INDEXED BY and table hints are not supported")
-    return source
+    for join in tree.args.get("joins") or []:
+        if join.args.get("side") or join.args.get("kind") in ("OUTER", "FULL"):
+            side = join.args.get("side") or join.args.get("kind")
+            raise UnsupportedQuery(f"{side} JOIN (an outer join) is not supported yet")
+        if join.args.get("method") and join.args.get("method") != "NATURAL":
+            raise UnsupportedQuery(f"{join.args['method']} JOIN is not supported")
 
 
 @functools.cache
@@ -186,20 +184,28 @@ def _close_paren(tokens: list[Token], open_index: int) -> int:
     return len(tokens)
 
 
-def refuse_unstable_rowid(tokens: list[Token], table: TableInfo) -> None:
+def refuse_unstable_rowid(tokens: list[Token], source: FromClause) -> None:
     """Refuse reading the rowid of a table without an INTEGER PRIMARY KEY: VACUUM (by any
     client) renumbers such rowids without a change any trigger sees, so the view would go
     stale. An INTEGER PRIMARY KEY is the rowid and never changes behind a view's back."""
-    if not table.has_rowid or table.ipk is not None:
-        return
     for index, token in enumerate(tokens):
-        if not token.is_name or token.text.lower() not in ROWID_NAMES or table.column(token.text) is not None:
+        if not token.is_name or token.text.lower() not in ROWID_NAMES:
             continue
         if index and tokens[index - 1].kind == TokenType.ALIAS:
             continue  # `x AS rowid` names an output column
         if index + 1 < len(tokens) and tokens[index + 1].kind in (TokenType.L_PAREN, TokenType.DOT):
             continue
-        raise UnsupportedQuery(
-            f"{token.text} of table {table.name}, which has no INTEGER PRIMARY KEY: VACUUM renumbers such "
-            "rowids without any change a view could see; declare an INTEGER PRIMARY KEY column and use it"
-        )
+        qualified = index >= 2 and tokens[index - 1].kind == TokenType.DOT
+        ref = source.resolve(tokens[index - 2].text if qualified else None, token.text)
+        if ref is None and not qualified:
+            tables = [o.table for o in source.occurrences if o.table.column(token.text) is None]
+        elif ref is not None and ref.column is None:
+            tables = [source.occurrences[ref.occurrence].table]
+        else:
+            continue  # a column of that name, or an INTEGER PRIMARY KEY
+        for table in tables:
+            if table.has_rowid and table.ipk is None:
+                raise UnsupportedQuery(
+                    f"{token.text} of table {table.name}, which has no INTEGER PRIMARY KEY: VACUUM renumbers "
+                    "such rowids without any change a view could see; declare an INTEGER PRIMARY KEY column and use it"
+                )

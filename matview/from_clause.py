@@ -1,0 +1,215 @@
+"""The FROM clause of a view's SELECT: the base tables it reads, the names it knows them
+by, and how a column name resolves — the "resolve" pass of the front end.
+
+Each table reference is an *occurrence*: a self-join reads one table twice, and DBSP's
+bilinear rule (Thm 3.4) treats the two as two inputs. Every reference is cut out of the
+user's text and replaced by a placeholder, so a delta term can put a delta log, the base
+table or its old state in its place while the join conditions stay exactly as written.
+
+Supported: comma lists, `[INNER] JOIN … ON`, `CROSS JOIN`, `NATURAL JOIN`, `JOIN … USING`,
+over base tables of the main schema. Outer joins, subqueries and table-valued functions in
+FROM are refused by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import apsw
+from sqlglot.tokens import TokenType
+
+from matview.errors import UnsupportedQuery
+from matview.names import quote
+from matview.plan import Template
+from matview.schema import ROWID_NAMES, Column, TableInfo, read_table
+from matview.sqltext import Token, depth_walk
+
+#: tokens that end a table reference's `name [AS] alias`
+_AFTER_REFERENCE = {
+    TokenType.JOIN,
+    TokenType.COMMA,
+    TokenType.ON,
+    TokenType.USING,
+    TokenType.NATURAL,
+    TokenType.CROSS,
+    TokenType.INNER,
+    TokenType.LEFT,
+    TokenType.RIGHT,
+    TokenType.FULL,
+    TokenType.OUTER,
+}
+_JOIN_WORDS = (TokenType.NATURAL, TokenType.CROSS, TokenType.INNER)
+_OUTER = {TokenType.LEFT: "LEFT", TokenType.RIGHT: "RIGHT", TokenType.FULL: "FULL", TokenType.OUTER: "OUTER"}
+
+
+def source_placeholder(index: int) -> str:
+    """The template placeholder of occurrence `index`."""
+    return f"source{index}"
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    table: TableInfo
+    alias: str  # the name the query knows it by: its alias, else the table's name
+
+
+@dataclass(frozen=True)
+class ColumnRef:
+    """A column a name resolves to: of which occurrence, and which column (None: the rowid)."""
+
+    occurrence: int
+    column: Column | None
+
+    @property
+    def name(self) -> str:
+        return self.column.name if self.column is not None else "rowid"
+
+
+@dataclass(frozen=True)
+class FromClause:
+    occurrences: tuple[Occurrence, ...]
+    hidden: tuple[frozenset[str], ...]  # per occurrence: lower-cased columns USING/NATURAL merged away
+    template: Template  # the clause's text, each reference a placeholder `source<i> AS "alias"`
+
+    @property
+    def tables(self) -> list[str]:
+        """The distinct base tables, in order of first reference."""
+        seen: dict[str, None] = {}
+        for occurrence in self.occurrences:
+            seen.setdefault(occurrence.table.name, None)
+        return list(seen)
+
+    @property
+    def is_join(self) -> bool:
+        return len(self.occurrences) > 1
+
+    def occurrence_named(self, qualifier: str) -> int | None:
+        lowered = qualifier.lower()
+        for index, occurrence in enumerate(self.occurrences):
+            if occurrence.alias.lower() == lowered:
+                return index
+        return None
+
+    def resolve(self, qualifier: str | None, name: str) -> ColumnRef | None:
+        """The column `[qualifier.]name` names, as SQLite resolves it: an unqualified name
+        merged by USING/NATURAL is the leftmost table's."""
+        if qualifier is not None:
+            index = self.occurrence_named(qualifier)
+            return None if index is None else self._column(index, name)
+        for index in range(len(self.occurrences)):
+            if name.lower() in self.hidden[index]:
+                continue
+            found = self._column(index, name)
+            if found is not None and (found.column is not None or not self.is_join):
+                return found
+        return None
+
+    def _column(self, index: int, name: str) -> ColumnRef | None:
+        table = self.occurrences[index].table
+        column = table.column(name)
+        if column is not None:
+            return ColumnRef(index, column)
+        if name.lower() in ROWID_NAMES and table.has_rowid:
+            # an INTEGER PRIMARY KEY is the rowid, with the column's type
+            return ColumnRef(index, table.column(table.ipk) if table.ipk else None)
+        return None
+
+    def star(self, qualifier: str | None) -> list[ColumnRef]:
+        """The columns `*` (or `qualifier.*`) stands for, in SQLite's order."""
+        if qualifier is not None:
+            index = self.occurrence_named(qualifier)
+            indexes = [] if index is None else [index]
+        else:
+            indexes = list(range(len(self.occurrences)))
+        return [
+            ColumnRef(index, column)
+            for index in indexes
+            for column in self.occurrences[index].table.columns
+            if qualifier is not None or column.name.lower() not in self.hidden[index]
+        ]
+
+
+def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -> FromClause:
+    """Cut the FROM clause (`tokens`, after the FROM keyword) into table references."""
+    if not tokens:
+        raise UnsupportedQuery("a SELECT without FROM is not supported: a view needs a base table")
+    depths = depth_walk(tokens)
+    occurrences: list[Occurrence] = []
+    hidden: list[frozenset[str]] = []
+    template: list[str] = []  # literal text and placeholders, alternating
+    literal = ""
+    position = tokens[0].start  # the text up to here is already in `pieces`
+    index = 0
+    natural = False
+    while index < len(tokens):
+        token = tokens[index]
+        if token.kind == TokenType.L_PAREN and depths[index] == 0:
+            raise UnsupportedQuery(f"FROM ({_text(sql, tokens[index:])[:60]}): a subquery or parenthesized join")
+        first = index
+        name_index = index
+        if index + 2 < len(tokens) and tokens[index + 1].kind == TokenType.DOT:
+            if token.text.lower() != "main":
+                qualified = f"{token.text}.{tokens[index + 2].text}"
+                raise UnsupportedQuery(f"table {qualified}: only tables of the main database are supported")
+            name_index = index + 2
+        index = name_index + 1
+        if index < len(tokens) and tokens[index].kind == TokenType.L_PAREN:
+            raise UnsupportedQuery(f"FROM {tokens[name_index].text}(…): table-valued functions are not supported")
+        alias = tokens[name_index].text
+        if index < len(tokens) and tokens[index].kind == TokenType.ALIAS:
+            index += 1
+        if index < len(tokens) and tokens[index].kind not in _AFTER_REFERENCE and tokens[index].is_name:
+            if tokens[index].text.upper() in ("INDEXED", "NOT"):
+                raise UnsupportedQuery(f"FROM {tokens[name_index].text}: INDEXED BY and table hints are not supported")
+            alias = tokens[index].text
+            index += 1
+        table = read_table(conn, tokens[name_index].text)
+        columns = {c.name.lower() for c in table.columns}
+        merged: set[str] = set()
+        template += [literal + sql[position : tokens[first].start], source_placeholder(len(occurrences))]
+        literal = f" AS {quote(alias)}"
+        if natural:
+            # NATURAL is JOIN … USING (the common columns): spelled out, because a delta term's
+            # sources carry columns of their own (weights) that NATURAL would join on too
+            merged = {c for o in occurrences for c in (x.name.lower() for x in o.table.columns)} & columns
+            common = [quote(c.name) for c in table.columns if c.name.lower() in merged]
+            literal += f" USING ({', '.join(common)})" if common else ""
+        position = tokens[index - 1].end
+        occurrences.append(Occurrence(table, alias))
+        natural = False
+        # the join operator and condition up to the next reference
+        while index < len(tokens) and not (
+            depths[index] == 0 and tokens[index].kind in (TokenType.COMMA, TokenType.JOIN)
+        ):
+            kind = tokens[index].kind
+            if depths[index] == 0 and kind == TokenType.USING:
+                close = index + 1
+                while close < len(tokens) and tokens[close].kind != TokenType.R_PAREN:
+                    close += 1
+                merged |= {t.text.lower() for t in tokens[index + 2 : close] if t.is_name}
+            if depths[index] == 0 and kind in _OUTER:
+                raise UnsupportedQuery(f"{_OUTER[kind]} JOIN (an outer join) is not supported yet")
+            index += 1
+        if index < len(tokens):
+            # joins at depth 0 start the next reference: NATURAL, CROSS, INNER belong to it
+            separator = index
+            back = index - 1
+            while back >= 0 and depths[back] == 0 and tokens[back].kind in _JOIN_WORDS:
+                if tokens[back].kind == TokenType.NATURAL:
+                    natural = True
+                back -= 1
+            # CROSS JOIN pins the left table as the outer loop, a plain JOIN lets the delta lead;
+            # NATURAL becomes USING (above)
+            for word in range(back + 1, separator):
+                if tokens[word].kind in (TokenType.CROSS, TokenType.NATURAL):
+                    literal += sql[position : tokens[word].start]
+                    position = tokens[word].end
+            index += 1
+        hidden.append(frozenset(merged))
+    template.append(literal + sql[position : tokens[-1].end])
+    return FromClause(tuple(occurrences), tuple(hidden), tuple(template))
+
+
+def _text(sql: str, tokens: Sequence[Token]) -> str:
+    return sql[tokens[0].start : tokens[-1].end] if tokens else ""

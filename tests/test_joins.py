@@ -1,0 +1,389 @@
+"""Joins: differential tests against SQLite (every view equals its SELECT re-run, as a bag
+of typed rows, after every step, in both maintenance modes), and the pitfalls of
+RELATIONAL.md §1.7 that apply to inner joins, each as a named regression test."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).parent))
+from oracle import assert_view_matches
+from stock import stock_sqlite3
+
+import matview
+
+MODES = ("immediate", "deferred")
+
+# key column types, and the values each may hold (1, 1.0 and '1' meet by affinity, or don't)
+KEY_TYPES = {
+    "INTEGER": [1, 2, 3, None],
+    "REAL": [1.0, 2.0, 2.5, None],
+    "TEXT": ["1", "2", "a", None],
+    "TEXT COLLATE NOCASE": ["a", "A", "b", None],
+    "": [1, 1.0, "1", 2, "a", None],  # untyped: no affinity
+}
+
+
+@dataclass
+class Table:
+    name: str
+    key_type: str
+    without_rowid: bool
+
+    def create(self) -> str:
+        if self.without_rowid:
+            return (
+                f"CREATE TABLE {self.name}(id INTEGER NOT NULL PRIMARY KEY, k {self.key_type}, v INTEGER, "
+                "r REAL) WITHOUT ROWID"
+            )
+        return f"CREATE TABLE {self.name}(id INTEGER PRIMARY KEY, k {self.key_type}, v INTEGER, r REAL)"
+
+
+@dataclass
+class Program:
+    tables: list[Table]
+    views: dict[str, str]
+    steps: list[list[str] | str] = field(default_factory=list)  # a transaction, or a special step
+
+
+def _views(r: random.Random, tables: list[Table]) -> dict[str, str]:
+    a, b = tables[0].name, tables[1].name
+    c = tables[2].name if len(tables) > 2 else a
+    typed = [t for t in tables[:2] if t.key_type in ("INTEGER", "TEXT")]
+    group = f"{typed[0].name}.k" if typed else f"{a}.v"
+    shapes = {
+        "inner": f"SELECT {a}.id, {b}.id AS bid, {a}.v + {b}.v AS s FROM {a} JOIN {b} ON {a}.k = {b}.k",
+        "reverse": f"SELECT x.id, y.v FROM {b} y JOIN {a} x ON y.k = x.k WHERE x.v > 1",
+        "self": f"SELECT x.id, y.id FROM {a} x JOIN {a} y ON x.k = y.k",
+        "three": f"SELECT x.id, y.id, z.id FROM {a} x JOIN {b} y ON x.k = y.k JOIN {c} z ON z.v = y.v",
+        "comma": f"SELECT {a}.id, {b}.v FROM {a}, {b} WHERE {a}.k = {b}.k AND {b}.v <> 2",
+        "nonequi": f"SELECT {a}.id, {b}.id FROM {a} JOIN {b} ON {a}.v < {b}.v AND {b}.r > 0",
+        "using": f"SELECT k, {a}.v, {b}.v FROM {a} JOIN {b} USING (k)",
+        "star": f"SELECT * FROM {a} JOIN {b} ON {a}.id = {b}.v",
+        "agg": (
+            f"SELECT {group} AS g, count(*), sum({b}.v), total({a}.r), min({b}.v), max({a}.v) "
+            f"FROM {a} JOIN {b} ON {a}.k = {b}.k GROUP BY {group}"
+        ),
+        "agg_all": f"SELECT count(*), sum(x.v * y.v), avg(y.r) FROM {a} x, {b} y WHERE x.v = y.v",
+        "having": (
+            f"SELECT x.v, count(*) AS n, sum(y.v) + 1 FROM {a} x JOIN {b} y ON x.k = y.k "
+            "GROUP BY x.v HAVING count(*) > 1"
+        ),
+        "distinct": f"SELECT DISTINCT x.v, y.v FROM {a} x JOIN {b} y ON x.k = y.k",
+        "self_agg": f"SELECT x.v, count(y.id) FROM {c} x JOIN {c} y ON x.v = y.v AND x.id <> y.id GROUP BY x.v",
+    }
+    chosen = r.sample(sorted(shapes), r.randint(2, 5))
+    return {name: shapes[name] for name in chosen}
+
+
+def _row(r: random.Random, table: Table, ident: int | None = None) -> str:
+    key = r.choice(KEY_TYPES[table.key_type])
+    v = r.choice([0, 1, 2, 3, None])
+    real = r.choice([0.5, -1.25, 2.0, None])
+    values = [ident if ident is not None else r.randint(1, 12), key, v, real]
+    return "(" + ", ".join(_literal(x) for x in values) + ")"
+
+
+def _literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return repr(value)
+
+
+def _write(r: random.Random, tables: list[Table]) -> str:
+    t = r.choice(tables)
+    kind = r.choice(["insert", "insert", "insert", "update_key", "update_value", "delete", "delete_max", "replace"])
+    if kind == "insert":
+        return f"INSERT OR IGNORE INTO {t.name} VALUES {_row(r, t)}"
+    if kind == "replace":
+        return f"INSERT OR REPLACE INTO {t.name} VALUES {_row(r, t)}"
+    if kind == "update_key":
+        return f"UPDATE {t.name} SET k = {_literal(r.choice(KEY_TYPES[t.key_type]))} WHERE id % 3 = {r.randint(0, 2)}"
+    if kind == "update_value":
+        value = _literal(r.choice([0, 1, 2, None]))
+        return f"UPDATE {t.name} SET v = {value} WHERE k IS NOT NULL AND id > {r.randint(0, 9)}"
+    if kind == "delete_max":  # the next insert reuses the rowid
+        return f"DELETE FROM {t.name} WHERE id = (SELECT max(id) FROM {t.name})"
+    return f"DELETE FROM {t.name} WHERE id = {r.randint(1, 12)}"
+
+
+def random_program(r: random.Random) -> Program:
+    count = r.randint(2, 3)
+    tables = [
+        Table(f"t{i}", r.choice(sorted(KEY_TYPES)), r.random() < 0.2) for i in range(count)
+    ]
+    program = Program(tables, _views(r, tables))
+    for _ in range(r.randint(4, 9)):
+        special = r.random()
+        if special < 0.08:
+            program.steps.append("reopen")
+        elif special < 0.14:
+            program.steps.append("stock")
+        elif special < 0.2:
+            program.steps.append("rollback")
+        elif special < 0.25:
+            program.steps.append("reset")
+        else:
+            program.steps.append([_write(r, tables) for _ in range(r.randint(1, 5))])
+    return program
+
+
+class Runner:
+    def __init__(self, path: Path, program: Program) -> None:
+        self.path, self.program = path, program
+        self.conn = matview.connect(str(path))
+        self.rng = random.Random(len(program.steps))
+        for table in program.tables:
+            self.conn.execute(table.create())
+            for ident in range(1, 6):
+                self.conn.execute(f"INSERT INTO {table.name} VALUES {_row(self.rng, table, ident)}")
+        self.live: dict[str, str] = {}
+        for name, sql in program.views.items():
+            for mode in MODES:
+                view = f"{name}_{mode[:3]}"
+                self.conn.execute(f"CREATE MATERIALIZED VIEW {view} WITH (maintenance = '{mode}') AS {sql}")
+                self.live[view] = sql
+        self.check()
+
+    def check(self) -> None:
+        for view, sql in self.live.items():
+            assert_view_matches(self.conn, view, sql)
+
+    def run(self) -> None:
+        for step in self.program.steps:
+            if step == "reopen":
+                self.conn.close()
+                self.conn = matview.connect(str(self.path))
+            elif step == "stock":
+                self.conn.close()
+                writes = [_write(self.rng, self.program.tables) for _ in range(3)]
+                stock_sqlite3(self.path, writes)
+                self.conn = matview.connect(str(self.path))
+            elif step == "rollback":
+                self.conn.execute("BEGIN")
+                for _ in range(3):
+                    self.conn.execute(_write(self.rng, self.program.tables))
+                self.conn.execute("SAVEPOINT s")
+                self.conn.execute(_write(self.rng, self.program.tables))
+                self.check()  # reads inside the transaction see its writes
+                self.conn.execute("ROLLBACK TO s")
+                self.check()
+                self.conn.execute("ROLLBACK")
+            elif step == "reset":
+                with self.conn:  # delete everything on both sides, then reinsert
+                    for table in self.program.tables:
+                        self.conn.execute(f"DELETE FROM {table.name}")
+                    for table in self.program.tables:
+                        self.conn.execute(f"INSERT INTO {table.name} VALUES {_row(self.rng, table, 1)}")
+            else:
+                with self.conn:
+                    for sql in step:
+                        self.conn.execute(sql)
+            self.check()
+        self.conn.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_random_join_views_and_writes(tmp_path_factory, seed):
+    path = tmp_path_factory.mktemp("joins") / "db.sqlite"
+    program = random_program(random.Random(seed))
+    Runner(path, program).run()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_seeded_join_programs(tmp_path, seed):
+    Runner(tmp_path / "db.sqlite", random_program(random.Random(1000 + seed))).run()
+
+
+# --------------------------------------------------------------------------------------
+# pitfalls of RELATIONAL.md §1.7 (inner joins)
+
+
+def _scenario(tmp_path: Path, setup: list[str], views: dict[str, str], steps: list[list[str]]) -> Any:
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    for sql in setup:
+        conn.execute(sql)
+    live = {}
+    for name, sql in views.items():
+        for mode in MODES:
+            conn.execute(f"CREATE MATERIALIZED VIEW {name}_{mode[:3]} WITH (maintenance = '{mode}') AS {sql}")
+            live[f"{name}_{mode[:3]}"] = sql
+    for step in [[], *steps]:
+        with conn:
+            for sql in step:
+                conn.execute(sql)
+        for view, sql in live.items():
+            assert_view_matches(conn, view, sql)
+    return conn
+
+
+def test_pitfall_1_self_join_counts_a_new_row_once(tmp_path):
+    conn = _scenario(
+        tmp_path,
+        ["CREATE TABLE t(id INTEGER PRIMARY KEY, k, v)"],
+        {"s": "SELECT x.v, y.v FROM t x JOIN t y ON x.k = y.k"},
+        [["INSERT INTO t(k, v) VALUES (7, 'new')"], ["INSERT INTO t(k, v) VALUES (7, 'b'), (7, 'c')"]],
+    )
+    assert conn.execute("SELECT count(*) FROM s_imm").fetchone() == (9,)
+
+
+def test_pitfall_2_both_sides_in_one_transaction(tmp_path):
+    conn = _scenario(
+        tmp_path,
+        ["CREATE TABLE a(id INTEGER PRIMARY KEY, k, x)", "CREATE TABLE b(id INTEGER PRIMARY KEY, k, y)"],
+        {"j": "SELECT x, y FROM a JOIN b ON a.k = b.k"},
+        [
+            ["INSERT INTO a(k, x) VALUES (1, 'a')", "INSERT INTO b(k, y) VALUES (1, 'b')"],
+            ["DELETE FROM a", "DELETE FROM b"],
+            ["INSERT INTO a(k, x) VALUES (2, 'a')", "INSERT INTO b(k, y) VALUES (2, 'b')", "DELETE FROM a"],
+        ],
+    )
+    assert conn.execute("SELECT count(*) FROM j_imm").fetchone() == (0,)
+
+
+def test_pitfall_3_null_keys_never_join(tmp_path):
+    _scenario(
+        tmp_path,
+        ["CREATE TABLE a(id INTEGER PRIMARY KEY, k, x)", "CREATE TABLE b(id INTEGER PRIMARY KEY, k, y)"],
+        {"j": "SELECT x, y FROM a JOIN b ON a.k = b.k", "n": "SELECT x, y FROM a JOIN b ON a.k IS b.k"},
+        [["INSERT INTO a(k, x) VALUES (NULL, 1)", "INSERT INTO b(k, y) VALUES (NULL, 2)"], ["UPDATE b SET k = 1"]],
+    )
+
+
+def test_pitfall_4_storage_classes_and_affinity(tmp_path):
+    _scenario(
+        tmp_path,
+        [
+            "CREATE TABLE i(id INTEGER PRIMARY KEY, k INTEGER)",
+            "CREATE TABLE r(id INTEGER PRIMARY KEY, k REAL)",
+            "CREATE TABLE s(id INTEGER PRIMARY KEY, k TEXT)",
+            "CREATE TABLE u(id INTEGER PRIMARY KEY, k)",
+        ],
+        {
+            "ir": "SELECT i.id, r.id FROM i JOIN r ON i.k = r.k",
+            "is_": "SELECT i.id, s.id FROM i JOIN s ON i.k = s.k",
+            "us": "SELECT u.id, s.id FROM u JOIN s ON u.k = s.k",
+            "ui": "SELECT u.id, i.id, typeof(u.k) FROM u JOIN i ON u.k = i.k",
+        },
+        [
+            ["INSERT INTO i(k) VALUES (1)", "INSERT INTO r(k) VALUES (1.0)", "INSERT INTO s(k) VALUES ('1')"],
+            ["INSERT INTO u(k) VALUES (1), ('1'), (1.0)", "INSERT INTO s(k) VALUES ('1.0')"],
+            ["DELETE FROM i", "INSERT INTO i(k) VALUES ('1')"],
+        ],
+    )
+
+
+def test_pitfall_5_collation_of_the_left_operand(tmp_path):
+    _scenario(
+        tmp_path,
+        ["CREATE TABLE a(id INTEGER PRIMARY KEY, x TEXT COLLATE NOCASE)", "CREATE TABLE b(id INTEGER PRIMARY KEY, y)"],
+        {
+            "left_nocase": "SELECT a.id, b.id FROM a JOIN b ON a.x = b.y",
+            "right_nocase": "SELECT a.id, b.id FROM a JOIN b ON b.y = a.x",
+        },
+        [["INSERT INTO a(x) VALUES ('A')", "INSERT INTO b(y) VALUES ('a'), ('A')"], ["UPDATE b SET y = 'B'"]],
+    )
+
+
+def test_pitfall_6_using_and_natural(tmp_path):
+    _scenario(
+        tmp_path,
+        ["CREATE TABLE a(id INTEGER PRIMARY KEY, k, x)", "CREATE TABLE b(bid INTEGER PRIMARY KEY, k, x)"],
+        {
+            "using": "SELECT k, a.x, b.x FROM a JOIN b USING (k)",
+            "star": "SELECT * FROM a JOIN b USING (k)",
+            "natural": "SELECT * FROM a NATURAL JOIN b",
+        },
+        [["INSERT INTO a(k, x) VALUES (1, 1), (NULL, 2)", "INSERT INTO b(k, x) VALUES (1, 1), (NULL, 2), (1, 3)"]],
+    )
+
+
+def test_pitfall_8_join_key_update(tmp_path):
+    _scenario(
+        tmp_path,
+        ["CREATE TABLE a(id INTEGER PRIMARY KEY, k)", "CREATE TABLE b(id INTEGER PRIMARY KEY, k)"],
+        {"j": "SELECT a.id, b.id FROM a JOIN b ON a.k = b.k"},
+        [
+            ["INSERT INTO a(k) VALUES (1), (2)", "INSERT INTO b(k) VALUES (1), (2), (2)"],
+            ["UPDATE a SET k = 3 - k", "UPDATE b SET k = k + 1 WHERE id = 1"],
+        ],
+    )
+
+
+def test_pitfall_9_and_10_cancelling_changes_and_rowid_reuse(tmp_path):
+    _scenario(
+        tmp_path,
+        ["CREATE TABLE a(id INTEGER PRIMARY KEY, k)", "CREATE TABLE b(k, v)"],
+        {
+            "j": "SELECT a.id, b.v FROM a JOIN b ON a.k = b.k",
+            "g": "SELECT b.v, count(*) FROM a, b WHERE a.k = b.k GROUP BY b.v",
+        },
+        [
+            ["INSERT INTO a(k) VALUES (1)", "INSERT INTO b VALUES (1, 'x')"],
+            ["DELETE FROM b", "INSERT INTO b VALUES (1, 'y')", "INSERT INTO a(k) VALUES (1)", "DELETE FROM a"],
+            ["DELETE FROM a WHERE id = (SELECT max(id) FROM a)", "INSERT INTO a(k) VALUES (1)"],
+            ["UPDATE b SET v = 'z'", "UPDATE b SET v = 'y'"],
+        ],
+    )
+
+
+def test_pitfall_16_many_tables_changed_in_one_transaction(tmp_path):
+    tables = [f"t{i}" for i in range(8)]
+    setup = [f"CREATE TABLE {t}(id INTEGER PRIMARY KEY, k INTEGER, v INTEGER)" for t in tables]
+    setup += [f"INSERT INTO {t}(k, v) VALUES (1, {i}), (2, {i})" for i, t in enumerate(tables)]
+    join = ", ".join(tables) + ", t0 AS again"
+    where = " AND ".join(f"{a}.k = {b}.k" for a, b in itertools.pairwise(tables)) + " AND again.k = t7.k"
+    _scenario(
+        tmp_path,
+        setup,
+        {"wide": f"SELECT t0.k, count(*), sum(t3.v + again.v) FROM {join} WHERE {where} GROUP BY t0.k"},
+        [[f"INSERT INTO {t}(k, v) VALUES (1, 9)" for t in tables], [f"DELETE FROM {t} WHERE v = 9" for t in tables]],
+    )
+
+
+def test_join_refusals_name_the_construct(tmp_path):
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE a(id INTEGER PRIMARY KEY, k)")
+    conn.execute("CREATE TABLE b(k, v)")
+    conn.execute("CREATE VIEW pv AS SELECT * FROM a")
+    for sql, words in [
+        ("SELECT * FROM a LEFT JOIN b ON a.k = b.k", "LEFT JOIN"),
+        ("SELECT * FROM a FULL OUTER JOIN b ON a.k = b.k", "JOIN"),
+        ("SELECT * FROM a JOIN (SELECT k FROM b) s ON a.k = s.k", "subquery"),
+        ("SELECT * FROM a JOIN pv ON a.id = pv.id", "view"),
+        ("SELECT group_concat(v) FROM a JOIN b ON a.k = b.k", "GROUP_CONCAT"),
+        ("SELECT b.rowid FROM a JOIN b ON a.k = b.k", "VACUUM"),
+    ]:
+        with pytest.raises(matview.UnsupportedQuery, match=words):
+            conn.execute(f"CREATE MATERIALIZED VIEW v AS {sql}")
+    with pytest.raises(matview.Error, match="ambiguous"):
+        conn.execute("CREATE MATERIALIZED VIEW v AS SELECT k FROM a JOIN b ON a.k = b.k")
+    assert conn.views() == []
+    conn.execute("INSERT INTO b VALUES (1, 2)")
+    conn.close()
+
+
+def test_drop_table_under_a_join_view_is_refused(tmp_path):
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE a(id INTEGER PRIMARY KEY, k)")
+    conn.execute("CREATE TABLE b(id INTEGER PRIMARY KEY, k)")
+    conn.execute("CREATE MATERIALIZED VIEW j AS SELECT a.id FROM a JOIN b ON a.k = b.k")
+    for ddl in ("DROP TABLE b", "ALTER TABLE a ADD COLUMN z"):
+        with pytest.raises(matview.Error, match="used by materialized view"):
+            conn.execute(ddl)
+    conn.execute("DROP MATERIALIZED VIEW j")
+    conn.execute("DROP TABLE b")
+    assert not conn.execute("SELECT name FROM sqlite_master WHERE name LIKE '__dbsp_%_b'").fetchall()
+    conn.close()
