@@ -78,6 +78,9 @@ def create_view(
     kind = _existing_object(conn, name)
     if kind is not None:
         raise Error(f"cannot create materialized view {name}: a {kind} of that name exists")
+    # A view of this name created in a transaction that rolled back may have left its
+    # per-group table in the evaluator (keyed by name): a new view starts from nothing.
+    registry.evaluator.forget(name)
     with savepoint(conn):
         plan = compile_view(conn, sql)
         catalog.ensure_catalog(conn)
