@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import apsw
 
-from matview import catalog, names
+from matview import catalog, names, readable
 from matview.capture import capture_installed, install_capture, remove_capture
 from matview.catalog import ViewEntry
 from matview.circuit import Circuit
@@ -43,12 +43,17 @@ def savepoint(conn: apsw.Connection) -> Iterator[None]:
 
 
 def _existing_object(conn: apsw.Connection, name: str) -> str | None:
-    row = conn.execute(
-        "SELECT type FROM main.sqlite_master WHERE name = ? COLLATE NOCASE "
-        "UNION ALL SELECT type FROM temp.sqlite_master WHERE name = ? COLLATE NOCASE",
+    """The type of a user object called `name` in main or temp. A matview temp shadow is
+    not one: a shadow whose view is gone (dropped by another connection, not yet noticed
+    here) is matview's to replace."""
+    for kind, sql in conn.execute(
+        "SELECT type, sql FROM main.sqlite_master WHERE name = ? COLLATE NOCASE "
+        "UNION ALL SELECT type, sql FROM temp.sqlite_master WHERE name = ? COLLATE NOCASE",
         (name, name),
-    ).fetchone()
-    return None if row is None else str(row[0])
+    ):
+        if not readable.is_matview_vtable(str(sql or "")):
+            return str(kind)
+    return None
 
 
 def _check_name(name: str) -> None:
@@ -94,7 +99,9 @@ def create_view(
         view = View(entry, Circuit(name, plan, registry.evaluator), view_table)
         _populate(conn, view)
         registry.invalidate()
-        conn.execute(f"CREATE VIRTUAL TABLE main.{quote(name)} USING matview")
+        readable.create_plain_view(conn, name, plan)
+        readable.drop_shadow(conn, name)
+        readable.create_shadow(conn, name)
     registry.invalidate()
 
 
@@ -124,7 +131,8 @@ def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: b
         raise Error(f"no such materialized view: {name}")
     with savepoint(conn):
         registry.evaluator.forget(view.name)
-        conn.execute(f"DROP TABLE IF EXISTS main.{quote(view.name)}")
+        readable.drop_shadow(conn, view.name)
+        readable.drop_plain_view(conn, view.name)
         for table_name in (
             names.view_table(view.name),
             names.state_table(view.name),
@@ -168,6 +176,8 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View) -> None:
             f"materialized view {view.name}: its columns would change after its base table was altered; "
             "DROP and CREATE it again"
         )
+    # the plain view stock clients read: re-made, in case a client that bypasses matview dropped it
+    readable.create_plain_view(conn, view.name, plan)
     conn.execute(f"DELETE FROM {view.table.table}")
     conn.execute(f"DELETE FROM {quote(names.state_table(view.name))}")
     conn.execute(f"DELETE FROM {quote(names.ordered_state_table(view.name))}")
