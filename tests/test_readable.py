@@ -495,3 +495,35 @@ def test_stock_error_is_raised(path: Path) -> None:
     conn.close()
     with pytest.raises(StockError, match="no such table"):
         stock_read(path, "SELECT * FROM nope")
+
+
+def test_cli_shell_reads_exactly_and_refuses_drop_view(path: Path) -> None:
+    conn = matview.connect(str(path))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g TEXT)")
+    conn.executemany("INSERT INTO t(g) VALUES (?)", [("a",), ("b",), ("a",)])
+    conn.execute(
+        "CREATE MATERIALIZED VIEW counts WITH (maintenance = 'deferred') AS SELECT g, COUNT(*) AS n FROM t GROUP BY g"
+    )
+    conn.close()
+    stock_sqlite3(path, ["INSERT INTO t(g) VALUES ('b')"])  # pending: only the shadow sees it
+    script = "SELECT g, n FROM counts ORDER BY g;\nDROP VIEW counts;\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "matview.cli", "shell", str(path)],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=_HERE.parent,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[:2] == ["a|2", "b|2"], done.stdout
+    assert "use DROP MATERIALIZED VIEW" in done.stdout + done.stderr
+    assert stock_read(path, "SELECT type FROM sqlite_master WHERE name = 'counts'") == [("view",)]
+    verify = subprocess.run(
+        [sys.executable, "-m", "matview.cli", "verify", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=_HERE.parent,
+    )
+    assert verify.returncode == 0 and "counts: ok" in verify.stdout, verify.stdout + verify.stderr
