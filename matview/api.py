@@ -17,7 +17,7 @@ from typing import Any
 
 import apsw
 
-from matview import catalog, lifecycle
+from matview import catalog, lifecycle, readable
 from matview.errors import Error
 from matview.fold import fold_pending_deltas, pending_count
 from matview.names import quote, view_table
@@ -69,6 +69,8 @@ class Connection:
         connection.create_module("matview", Module(connection, self.registry))  # type: ignore[arg-type]
         connection.set_rollback_hook(self.registry.invalidate)
         catalog.check_version(connection)
+        catalog.upgrade(connection)
+        self.registry.sync_shadows()
 
     # -- statements -------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
@@ -77,6 +79,7 @@ class Connection:
         script = statements.split_script(sql)
         if len(script) > 1:
             return self._execute_script(script, sql, params)
+        views = self.registry.sync_shadows()
         special = statements.parse_materialized(sql)
         if special is not None:
             self._run_materialized(special)
@@ -91,10 +94,10 @@ class Connection:
             self._refuse_base_ddl(sql)
         if word in _FOLD_BEFORE and not self.apsw.get_autocommit():
             self._fold(commit=True)
-        elif word in _WRITES and self.apsw.get_autocommit() and self.registry.sync():
+        elif word in _WRITES and self.apsw.get_autocommit() and views:
             return self._autocommit_write(sql, params)
         elif word in ("SELECT", "WITH") and self.apsw.get_autocommit():
-            self._fold_deferred_before_read(sql)
+            self._fold_deferred_before_read(sql, views)
         cursor = self.apsw.execute(sql, params)
         return cursor
 
@@ -120,8 +123,9 @@ class Connection:
     def executemany(self, sql: str, sequence: Iterable[Sequence[Any]]) -> Any:
         self._catch_up()
         self._changes = None
+        views = self.registry.sync_shadows()
         word = statements.first_word(sql)
-        if word in _WRITES and self.apsw.get_autocommit() and self.registry.sync():
+        if word in _WRITES and self.apsw.get_autocommit() and views:
             with self:
                 return self.apsw.executemany(sql, sequence)
         return self.apsw.executemany(sql, sequence)
@@ -141,9 +145,12 @@ class Connection:
     def _run_materialized_statement(self, statement: Any) -> None:
         with self:
             if isinstance(statement, statements.CreateView):
-                unknown = set(statement.options) - {"maintenance"}
+                unknown = set(statement.options) - {"maintenance", "indexes"}
                 if unknown:
                     raise Error(f"unknown view option(s): {', '.join(sorted(unknown))}")
+                indexes = statement.options.get("indexes", "auto")
+                if indexes not in ("auto", "off"):
+                    raise Error(f"indexes must be 'auto' or 'off', not {indexes!r}")
                 lifecycle.create_view(
                     self.apsw,
                     self.registry,
@@ -151,6 +158,7 @@ class Connection:
                     statement.select,
                     statement.options.get("maintenance", "immediate"),
                     statement.if_not_exists,
+                    auto_indexes=indexes == "auto",
                 )
             elif isinstance(statement, statements.DropView):
                 lifecycle.drop_view(self.apsw, self.registry, statement.name, statement.if_exists)
@@ -173,6 +181,7 @@ class Connection:
         if target is None:
             return
         if self.registry.get(target) is not None:
+            # its plain view in main and its temp shadow are matview's to drop, together
             raise Error(f"{target} is a materialized view: use DROP MATERIALIZED VIEW")
         dependents = self.registry.views_on(target)
         if dependents:
@@ -225,9 +234,8 @@ class Connection:
                     pass
             self._total_changes = self.apsw.total_changes()
 
-    def _fold_deferred_before_read(self, sql: str) -> None:
+    def _fold_deferred_before_read(self, sql: str, views: dict[str, View]) -> None:
         lowered = sql.lower()
-        views = self.registry.sync()
         wanted = [v for k, v in views.items() if v.entry.maintenance == "deferred" and k in lowered]
         if not wanted or self.apsw.readonly("main") or not any(pending_count(self.apsw, v) for v in wanted):
             return
@@ -340,21 +348,40 @@ class ViewInfo:
             lines.append(f"  aggregate {spec.sql}")
         if plan.having:
             lines.append(f"  having {plan.having}")
+        lines += [f"  index {name}" for name in plan.indexes]
+        lines += [f"  scan: {scan}" for scan in plan.scans]
         if plan.distinct:
             lines.append("  distinct")
         return "\n".join(lines)
 
     def verify(self) -> bool:
-        """True when the view equals its SELECT re-run now (as a bag of typed rows)."""
+        """True when the view read through this connection equals its SELECT re-run now, and
+        the plain view other clients read equals the stored rows (the last fold), each as a
+        bag of typed rows."""
         from collections import Counter
 
         def typed(rows: Iterable[tuple[Any, ...]]) -> Counter[tuple[Any, ...]]:
             return Counter(tuple((type(v).__name__, v) for v in row) for row in rows)
 
         conn = self._connection.apsw
-        got = typed(conn.execute(f"SELECT * FROM {quote(self.name)}"))
+        got = typed(conn.execute(f"SELECT * FROM temp.{quote(self.name)}"))
         want = typed(conn.execute(self.sql))
-        return got == want
+        if got != want:
+            return False
+        found = readable.main_object(conn, self.name)
+        if found is not None and readable.is_matview_vtable(found[1]):
+            return True  # catalog format 1, not upgraded yet: main holds the virtual table
+        if found is None or found[0] != "view":
+            return False
+        table = self._view.table
+        stored: Counter[tuple[Any, ...]] = Counter()
+        for row in conn.execute(f"SELECT {table.select_columns} FROM {table.table}"):
+            stored[tuple((type(v).__name__, v) for v in row[: len(table.columns)])] += row[-1]
+        try:
+            stock = typed(conn.execute(f"SELECT * FROM main.{quote(self.name)}"))
+        except apsw.SQLError:
+            return False
+        return stock == stored
 
 
 def install(connection: apsw.Connection, **options: Any) -> Connection:

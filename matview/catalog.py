@@ -1,17 +1,23 @@
 """The catalog: which views exist in a file, their plans and their progress.
 
-Created and upgraded by the numbered SQL files of ``migrations/``. The file's format
-version lives in ``__dbsp_meta``; a file written by a newer matview is refused rather
-than misread.
+Created and upgraded by the numbered steps of ``migrations/``: ``NNN_*.sql`` files run as
+SQL; ``NNN_*.py`` modules, for work SQL alone cannot do (one step per view), run their
+``upgrade(conn)``. The file's format version lives in ``__dbsp_meta``; a file written by a
+newer matview is refused rather than misread.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
+import importlib
+import importlib.util
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from types import ModuleType
 from typing import Any, cast
 
 import apsw
@@ -22,8 +28,11 @@ from matview.errors import CatalogError
 from matview.names import quote
 from matview.plan import PLAN_FORMAT, Plan
 
-FORMAT_VERSION = 1
-_MIGRATION_NAME = re.compile(r"^(\d+)_.*\.sql$")
+#: 1: the view is a virtual table main.<v>; 2: a plain view main.<v> (read by any client),
+#: shadowed on matview connections by a temp virtual table
+FORMAT_VERSION = 2
+_MIGRATION_NAME = re.compile(r"^(\d+)_.*\.(sql|py)$")
+Step = Callable[[apsw.Connection], None]
 
 
 @dataclass
@@ -35,19 +44,53 @@ class ViewEntry:
     base_tables: list[str]
 
 
-def _migrations() -> list[tuple[int, str]]:
-    try:
-        root = resources.files("matview_migrations")
-        files = [(f.name, f.read_text()) for f in root.iterdir() if f.name.endswith(".sql")]
-    except ModuleNotFoundError:  # running from a source checkout without installing
-        root_path = Path(__file__).resolve().parent.parent / "migrations"
-        files = [(p.name, p.read_text()) for p in root_path.glob("*.sql")]
-    found = []
-    for name, text in files:
-        match = _MIGRATION_NAME.match(name)
-        if match:
-            found.append((int(match.group(1)), text))
-    return sorted(found)
+def _sql_step(text: str) -> Step:
+    def run(conn: apsw.Connection) -> None:
+        conn.execute(text)
+
+    return run
+
+
+def _python_step(name: str, path: Path | None) -> Step:
+    """The `upgrade` function of migration module `name` (from the installed package
+    ``matview_migrations``, or from `path` in a source checkout)."""
+    module: ModuleType
+    if path is None:
+        module = importlib.import_module(f"matview_migrations.{name}")
+    else:
+        spec = importlib.util.spec_from_file_location(f"matview_migrations_{name}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return cast(Step, module.upgrade)
+
+
+#: the migrations beside this package in a source checkout; they win over an installed
+#: ``matview_migrations``, which may belong to another checkout of matview
+_SOURCE_MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+
+
+@functools.cache
+def _migrations() -> list[tuple[int, Step]]:
+    """The migration steps, in order: (format version they bring the file to, step)."""
+    found: list[tuple[int, str, Step]] = []
+    if (_SOURCE_MIGRATIONS / "001_catalog.sql").is_file():
+        for path in _SOURCE_MIGRATIONS.iterdir():
+            match = _MIGRATION_NAME.match(path.name)
+            if match:
+                step = _sql_step(path.read_text()) if match.group(2) == "sql" else _python_step(path.stem, path)
+                found.append((int(match.group(1)), path.name, step))
+    else:
+        for entry in resources.files("matview_migrations").iterdir():
+            match = _MIGRATION_NAME.match(entry.name)
+            if match:
+                sql = match.group(2) == "sql"
+                step = _sql_step(entry.read_text()) if sql else _python_step(entry.name[:-3], None)
+                found.append((int(match.group(1)), entry.name, step))
+    numbers = [number for number, _, _ in found]
+    if len(set(numbers)) != len(numbers):
+        raise CatalogError(f"two migrations share a number: {sorted(name for _, name, _ in found)}")
+    return [(number, step) for number, _, step in sorted(found, key=lambda item: item[0])]
 
 
 def has_catalog(conn: apsw.Connection) -> bool:
@@ -79,14 +122,37 @@ def check_version(conn: apsw.Connection) -> int:
 
 
 def ensure_catalog(conn: apsw.Connection) -> None:
-    """Create or upgrade the catalog; call inside a transaction."""
+    """Create or upgrade the catalog; call inside a transaction (and on a matview
+    connection: a step may need the module registered)."""
     version = check_version(conn)
-    for number, text in _migrations():
+    for number, step in _migrations():
         if number > version:
-            conn.execute(text)
+            step(conn)
             conn.execute(
                 f"INSERT OR REPLACE INTO {quote(names.META)} (key, value) VALUES ('format_version', ?)", (number,)
             )
+
+
+def upgrade(conn: apsw.Connection) -> bool:
+    """Bring a file written by an older matview to this format, in a transaction of its own,
+    when this connection can write now. A read-only connection (or one that finds the file
+    busy, or is inside a transaction) reads the older format as it is; a later connection
+    upgrades it. True when the file was upgraded."""
+    version = check_version(conn)
+    if version in (0, FORMAT_VERSION) or conn.readonly("main") or not conn.get_autocommit():
+        return False
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except (apsw.BusyError, apsw.ReadOnlyError):
+        return False
+    try:
+        ensure_catalog(conn)  # re-reads the version: another connection may have upgraded first
+        conn.execute("COMMIT")
+    except BaseException:
+        if not conn.get_autocommit():
+            conn.execute("ROLLBACK")
+        raise
+    return True
 
 
 def _now() -> str:

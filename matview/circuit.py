@@ -42,13 +42,12 @@ BULK_ROWS = 64
 Ranges = dict[str, tuple[int, int]]
 
 
-class Circuit:
-    def __init__(self, view: str, plan: Plan, evaluator: Evaluator) -> None:
-        self.view, self.plan = view, plan
-        self.aggregate = Aggregate(view, plan, evaluator) if plan.kind == "aggregate" else None
-        self.distinct = (
-            Distinct(tuple(c.collation for c in plan.columns), plan.exact_distinct) if plan.distinct else None
-        )
+class DeltaTerms:
+    """The stage-1 SELECTs of a plan: over the base tables (the snapshot), and the delta terms
+    of each set of changed tables."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
         self.tables = plan.tables
         self._delta_sources = [self._delta_source(number, table) for number, table in enumerate(self.tables)]
         self._terms: dict[frozenset[str], list[str]] = {}
@@ -113,13 +112,23 @@ class Circuit:
         self._terms[changed] = terms
         return terms
 
-    @staticmethod
-    def parameters(ranges: Ranges, tables: list[str]) -> dict[str, int]:
+    def parameters(self, ranges: Ranges) -> dict[str, int]:
         params: dict[str, int] = {}
-        for number, table in enumerate(tables):
+        for number, table in enumerate(self.tables):
             lo, hi = ranges.get(table, (0, 0))
             params[f"lo{number}"], params[f"hi{number}"] = lo, hi
         return params
+
+
+class Circuit:
+    def __init__(self, view: str, plan: Plan, evaluator: Evaluator) -> None:
+        self.view, self.plan = view, plan
+        self.aggregate = Aggregate(view, plan, evaluator) if plan.kind == "aggregate" else None
+        self.distinct = (
+            Distinct(tuple(c.collation for c in plan.columns), plan.exact_distinct) if plan.distinct else None
+        )
+        self.delta_terms = DeltaTerms(plan)
+        self.base_sql = self.delta_terms.base_sql
 
     @property
     def base_rows_sql(self) -> str:
@@ -132,8 +141,8 @@ class Circuit:
 
     def stage1_delta(self, conn: apsw.Connection, ranges: Ranges) -> list[tuple[Any, ...]]:
         """Stage-1 rows (with weights) of the pending changes `ranges`."""
-        params = self.parameters(ranges, self.tables)
-        terms = self.terms(frozenset(ranges))
+        params = self.delta_terms.parameters(ranges)
+        terms = self.delta_terms.terms(frozenset(ranges))
         if len(terms) == 1:
             # one input's log, in sequence order: a row's −1 never comes before its +1
             return conn.execute(terms[0], params).fetchall()
@@ -153,8 +162,8 @@ class Circuit:
         """ΔV of the pending changes `ranges` (all of them at once: folding table by table
         would count ΔA ⋈ ΔB twice)."""
         if sum(hi - lo for lo, hi in ranges.values()) >= BULK_ROWS and store.writable:
-            source = " UNION ALL ".join(self.terms(frozenset(ranges)))
-            found = self._sql_aggregate(conn, source, self.parameters(ranges, self.tables), store)
+            source = " UNION ALL ".join(self.delta_terms.terms(frozenset(ranges)))
+            found = self._sql_aggregate(conn, source, self.delta_terms.parameters(ranges), store)
             if found is not None:
                 return found
         return self.step(self.stage1_delta(conn, ranges), store)

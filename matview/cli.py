@@ -20,6 +20,7 @@ from rich.table import Table
 
 from matview.api import Connection, connect
 from matview.errors import Error
+from matview_ext import statements
 
 console = Console()
 
@@ -72,7 +73,11 @@ def _shell(conn: Connection, args: argparse.Namespace) -> int:
         def process_sql(
             self, sql: str, bindings: object = None, internal: bool = False, summary: object = None
         ) -> None:
-            if not internal and sql.lstrip()[:6].upper() in ("CREATE", "DROP M", "REFRES"):
+            # DDL goes through the connection (CREATE/DROP/REFRESH MATERIALIZED VIEW, indexes on
+            # views, refusing DROP VIEW/TABLE of a materialized view); everything else runs after
+            # the connection caught up with views other connections created or dropped, so the
+            # shell reads each view through its exact temp shadow
+            if not internal and statements.first_word(sql) in ("CREATE", "DROP", "ALTER", "REFRESH"):
                 try:
                     rows = conn.execute(sql)
                     for row in rows:
@@ -80,6 +85,8 @@ def _shell(conn: Connection, args: argparse.Namespace) -> int:
                 except Error as exc:
                     self.write_error(f"{exc}\n")
                 return
+            if not internal:
+                conn.registry.sync_shadows()
             super().process_sql(sql, bindings, internal, summary)
 
         def command_views(self, cmd: list[str]) -> None:
@@ -90,7 +97,7 @@ def _shell(conn: Connection, args: argparse.Namespace) -> int:
             """verify [VIEW…]: compare views with their SELECT"""
             _verify(conn, argparse.Namespace(views=cmd))
 
-    MatviewShell(db=(conn.apsw, args.db)).cmdloop()  # type: ignore[arg-type]  # apsw accepts (conn, name)
+    MatviewShell(db=conn.apsw).cmdloop()
     return 0
 
 

@@ -51,7 +51,16 @@ STAGE1_COLUMN = "__c{}"  # names of an aggregate view's stage-1 columns
 _AGG_FUNCS = {"string_agg": "group_concat"}
 
 
-def compile_view(conn: apsw.Connection, sql: str) -> Plan:
+@dataclass(frozen=True)
+class Compiled:
+    """A compiled SELECT: its plan, and the parse the index pass reads (`indexes`)."""
+
+    plan: Plan
+    tree: exp.Select
+    source: FromClause
+
+
+def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -> Compiled:
     """Compile the defining SELECT of a view, or raise `Error` / `UnsupportedQuery`."""
     sql, tokens = one_statement(sql)
     names, decltypes = probe_columns(conn, sql)
@@ -61,7 +70,13 @@ def compile_view(conn: apsw.Connection, sql: str) -> Plan:
     clauses = split_clauses(sql, tokens)
     source = read_from_clause(conn, sql, clauses.from_.tokens)
     refuse_unstable_rowid(tokens, source)
-    return replace(build_plan(conn, sql, clauses, source, names, decltypes, tree), functions=functions)
+    plan = build_plan(conn, sql, clauses, source, names, decltypes, tree)
+    return Compiled(replace(plan, functions=functions, auto_indexes=auto_indexes), tree, source)
+
+
+def compile_view(conn: apsw.Connection, sql: str) -> Plan:
+    """The plan of a view's SELECT (without the index pass, which needs its change capture)."""
+    return compile_select(conn, sql).plan
 
 
 @dataclass

@@ -10,13 +10,15 @@ from dataclasses import replace
 
 import apsw
 
-from matview import catalog, names
+from matview import catalog, names, readable
 from matview.capture import capture_installed, install_capture, remove_capture
 from matview.catalog import ViewEntry
 from matview.circuit import Circuit
 from matview.db import ENVIRONMENT_ERRORS, describe, savepoint, scalar
 from matview.errors import Error
-from matview.frontend import compile_view
+from matview.frontend import compile_select
+from matview.indexes import drop_unused as drop_unused_indexes
+from matview.indexes import with_indexes
 from matview.names import quote
 from matview.registry import Registry, View
 from matview.schema import read_table
@@ -27,12 +29,17 @@ MAINTENANCE_MODES = ("immediate", "deferred")
 
 
 def _existing_object(conn: apsw.Connection, name: str) -> str | None:
-    row = conn.execute(
-        "SELECT type FROM main.sqlite_master WHERE name = ? COLLATE NOCASE "
-        "UNION ALL SELECT type FROM temp.sqlite_master WHERE name = ? COLLATE NOCASE",
+    """The type of a user object called `name` in main or temp. A matview temp shadow is
+    not one: a shadow whose view is gone (dropped by another connection, not yet noticed
+    here) is matview's to replace."""
+    for kind, sql in conn.execute(
+        "SELECT type, sql FROM main.sqlite_master WHERE name = ? COLLATE NOCASE "
+        "UNION ALL SELECT type, sql FROM temp.sqlite_master WHERE name = ? COLLATE NOCASE",
         (name, name),
-    ).fetchone()
-    return None if row is None else str(row[0])
+    ):
+        if not readable.is_matview_vtable(str(sql or "")):
+            return str(kind)
+    return None
 
 
 def _check_name(name: str) -> None:
@@ -51,6 +58,7 @@ def create_view(
     sql: str,
     maintenance: str = "immediate",
     if_not_exists: bool = False,
+    auto_indexes: bool = True,
 ) -> None:
     _check_name(name)
     if maintenance not in MAINTENANCE_MODES:
@@ -62,11 +70,15 @@ def create_view(
     kind = _existing_object(conn, name)
     if kind is not None:
         raise Error(f"cannot create materialized view {name}: a {kind} of that name exists")
+    # A view of this name created in a transaction that rolled back may have left its
+    # per-group table in the evaluator (keyed by name): a new view starts from nothing.
+    registry.evaluator.forget(name)
     with savepoint(conn):
-        plan = compile_view(conn, sql)
+        compiled = compile_select(conn, sql, auto_indexes)
         catalog.ensure_catalog(conn)
-        for table in plan.tables:
+        for table in compiled.plan.tables:
             install_capture(conn, read_table(conn, table))
+        plan = with_indexes(conn, compiled)
         view_table = ViewTable(name, plan.columns)
         view_table.create(conn)
         create_state_tables(conn, name)
@@ -75,7 +87,9 @@ def create_view(
         view = View(entry, Circuit(name, plan, registry.evaluator), view_table)
         _populate(conn, view)
         registry.invalidate()
-        conn.execute(f"CREATE VIRTUAL TABLE main.{quote(name)} USING matview")
+        readable.create_plain_view(conn, name, plan)
+        readable.drop_shadow(conn, name)
+        readable.create_shadow(conn, name)
     registry.invalidate()
 
 
@@ -105,7 +119,8 @@ def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: b
         raise Error(f"no such materialized view: {name}")
     with savepoint(conn):
         registry.evaluator.forget(view.name)
-        conn.execute(f"DROP TABLE IF EXISTS main.{quote(view.name)}")
+        readable.drop_shadow(conn, view.name)
+        readable.drop_plain_view(conn, view.name)
         for table_name in (
             names.view_table(view.name),
             names.state_table(view.name),
@@ -114,6 +129,8 @@ def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: b
             conn.execute(f"DROP TABLE IF EXISTS main.{quote(table_name)}")
         catalog.delete_view(conn, view.name)
         registry.invalidate()
+        still_used = {i for other in registry.sync().values() for i in other.entry.plan.indexes}
+        drop_unused_indexes(conn, view.entry.plan.indexes, still_used)
         for table in view.entry.base_tables:
             if not registry.views_on(table):
                 remove_capture(conn, table)
@@ -155,7 +172,7 @@ def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
 
 
 def _rebuild(conn: apsw.Connection, registry: Registry, view: View) -> None:
-    plan = compile_view(conn, view.entry.sql)
+    plan = with_indexes(conn, compile_select(conn, view.entry.sql, view.entry.plan.auto_indexes))
     if plan.columns != view.entry.plan.columns:
         before = ", ".join(f"{c.name} {c.decltype}".strip() for c in view.entry.plan.columns)
         after = ", ".join(f"{c.name} {c.decltype}".strip() for c in plan.columns)
@@ -163,6 +180,8 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View) -> None:
             f"materialized view {view.name}: its columns would change after its base table was altered "
             f"(from {before} to {after}); DROP and CREATE it again"
         )
+    # the plain view stock clients read: re-made, in case a client that bypasses matview dropped it
+    readable.create_plain_view(conn, view.name, plan)
     conn.execute(f"DELETE FROM {view.table.table}")
     conn.execute(f"DELETE FROM {quote(names.state_table(view.name))}")
     conn.execute(f"DELETE FROM {quote(names.ordered_state_table(view.name))}")

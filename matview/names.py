@@ -51,6 +51,11 @@ def view_key_index(view: str) -> str:
     return f"{PREFIX}key_{view}"
 
 
+def heavy_index(view: str) -> str:
+    """The partial index of a view table's rows of weight > 1 (see matview.readable)."""
+    return f"{PREFIX}heavy_{view}"
+
+
 # Columns matview adds; the prefix keeps them from colliding with user columns.
 SEQ = "__dbsp_seq"
 ROWID = "__dbsp_rowid"

@@ -102,6 +102,9 @@ class Plan:
     functions: tuple[str, ...] = ()  # user-defined SQL functions the SELECT calls (lower case)
     aliases: tuple[str, ...] = ()  # the name of each occurrence in the query (its alias or table name)
     without_rowid: tuple[str, ...] = ()  # base tables WITHOUT ROWID
+    auto_indexes: bool = True  # create the join-key indexes delta terms need (see `indexes`)
+    indexes: tuple[str, ...] = ()  # matview's indexes this view's delta terms use
+    scans: tuple[str, ...] = ()  # delta-term loops that remain scans, as messages
     needs_refresh: str = ""  # why the stored state is void (a shared base table's capture was rebuilt)
 
     @property
@@ -136,8 +139,10 @@ class Plan:
             PostColumn(p["name"], p["decltype"], p["collation"], tuple(p["source"])) for p in data["post_columns"]
         )
         data.setdefault("functions", ())
-        data.setdefault("without_rowid", ())
-        for name in ("group_collations", "post_exprs", "stage1", "functions", "sources", "aliases", "without_rowid"):
+        for name in ("without_rowid", "indexes", "scans"):
+            data.setdefault(name, ())
+        tuples = ("group_collations", "post_exprs", "stage1", "functions", "sources", "aliases", "without_rowid")
+        for name in (*tuples, "indexes", "scans"):
             data[name] = tuple(data[name])
         data["outputs"] = tuple(tuple(o) for o in data["outputs"])
         data["signatures"] = tuple(

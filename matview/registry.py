@@ -3,7 +3,8 @@
 The catalog in the file is the source of truth; the registry caches what it says
 (plans, circuits, view tables) and reloads whenever the file's schema changes
 (another connection created or dropped a view, a base table was altered) or this
-connection rolled back.
+connection rolled back. It also keeps this connection's temp shadows (see
+`matview.readable`) in step with the catalog, at statement boundaries only.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 import apsw
 
-from matview import catalog
+from matview import catalog, readable
 from matview.capture import capture_installed
 from matview.catalog import ViewEntry
 from matview.circuit import Circuit
@@ -47,6 +48,7 @@ class Registry:
         self.views: dict[str, View] = {}
         self._schema_version: int | None = None
         self.collected: dict[str, int] = {}  # per base table: delta seq of the last garbage collection
+        self._shadowed: tuple[int, int] | None = None  # (main, temp) schema versions the shadows match
         self._functions: frozenset[str] | None = None
 
     def functions_changed(self) -> None:
@@ -71,14 +73,35 @@ class Registry:
 
     def invalidate(self) -> None:
         self._schema_version = None
+        self._shadowed = None
 
     def sync(self) -> dict[str, View]:
         """Reload the catalog if the schema changed since the last look."""
-        version = scalar(self.conn, "PRAGMA main.schema_version")
+        # The table-valued form checks main's schema cookie as a statement on main does, so
+        # SQLite re-reads a schema another connection changed here, at the top level. Inside
+        # a virtual-table callback (a read of a temp shadow, which touches only temp) it
+        # could not: every statement on main would fail with SQLITE_SCHEMA.
+        version = scalar(self.conn, "SELECT schema_version FROM main.pragma_schema_version")
         if version != self._schema_version:
             self._load()
             self._schema_version = version
         return self.views
+
+    def sync_shadows(self) -> dict[str, View]:
+        """`sync`, then create the temp shadow of every view that lacks one and drop those of
+        views that are gone. DDL run from inside a virtual-table callback would change the
+        schema under the statement being prepared, so this runs only before the connection
+        prepares a statement, never from the module. Temp DDL
+        changes only temp's schema version, so the shadows are checked again only when
+        either version moved (another connection's CREATE/DROP, a rollback that took
+        shadows with it), never in a loop."""
+        views = self.sync()
+        versions = (self._schema_version or 0, int(scalar(self.conn, "PRAGMA temp.schema_version")))
+        if versions != self._shadowed:
+            complete = readable.reconcile(self.conn, [v.name for v in views.values()])
+            after = int(scalar(self.conn, "PRAGMA temp.schema_version"))
+            self._shadowed = (versions[0], after) if complete else None
+        return views
 
     def _load(self) -> None:
         entries = catalog.load_views(self.conn)

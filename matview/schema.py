@@ -89,7 +89,9 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
             raise UnsupportedQuery(f"table {name}: temporary tables cannot be maintained")
         raise Error(f"no such table: {name}")
     if kind != "table":
-        raise UnsupportedQuery(f"FROM {name}: a {kind} table or view as a base table is not supported yet")
+        # a materialized view is a plain view in main (its exact reader is a temp shadow)
+        what = "a virtual table" if kind == "virtual" else "a view (materialized or not)"
+        raise UnsupportedQuery(f"FROM {name}: {what} as a base table is not supported yet")
     if is_internal(name):
         raise UnsupportedQuery(f"FROM {name}: matview's internal tables cannot be a view's base table")
     real_name = str(

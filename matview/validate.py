@@ -1,6 +1,6 @@
 """Validation passes of the SQL front end: is this one SELECT SQLite accepts, and one the
 engine can maintain exactly? Each pass raises `Error` (bad SQL, with SQLite's own message)
-or `UnsupportedQuery` (naming the construct); `frontend.compile_view` runs them in order.
+or `UnsupportedQuery` (naming the construct); `frontend.compile_select` runs them in order.
 """
 
 from __future__ import annotations

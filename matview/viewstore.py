@@ -14,7 +14,7 @@ from typing import Any
 
 import apsw
 
-from matview import names
+from matview import names, readable
 from matview.db import scalar
 from matview.errors import Error
 from matview.keys import row_key, row_of
@@ -60,6 +60,7 @@ class ViewTable:
         conn.execute(
             f"CREATE UNIQUE INDEX {quote(names.view_key_index(self.view))} ON {self.table} ({quote(names.KEY)})"
         )
+        readable.create_heavy_index(conn, self.view)
 
     def insert_initial(self, conn: apsw.Connection, delta: ZSet[bytes]) -> None:
         conn.executemany(self._insert, ((*row_of(key), key, weight) for key, weight in delta.items()))

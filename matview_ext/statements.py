@@ -32,7 +32,9 @@ _CREATE_INDEX = re.compile(
     _LEAD + rf"CREATE\s+(UNIQUE\s+)?INDEX\s+(IF\s+NOT\s+EXISTS\s+)?{_QUALIFIED}\s+ON\s+{_QUALIFIED}\s*(?P<rest>\(.*)\Z",
     re.IGNORECASE | re.DOTALL,
 )
-_TABLE_DDL = re.compile(_LEAD + rf"(DROP\s+TABLE|ALTER\s+TABLE)\s+(?:IF\s+EXISTS\s+)?{_QUALIFIED}", re.IGNORECASE)
+_TABLE_DDL = re.compile(
+    _LEAD + rf"(DROP\s+TABLE|DROP\s+VIEW|ALTER\s+TABLE)\s+(?:IF\s+EXISTS\s+)?{_QUALIFIED}", re.IGNORECASE
+)
 _FIRST_WORD = re.compile(_LEAD + r"([A-Za-z]+)")
 _OPTION = re.compile(r"\s*(\w+)\s*=\s*('(?:[^']|'')*'|\w+)\s*")
 
@@ -125,7 +127,8 @@ def parse_create_index(sql: str) -> CreateIndex | None:
 
 
 def table_ddl_target(sql: str) -> str | None:
-    """The table a DROP TABLE / ALTER TABLE statement names."""
+    """The table or view a DROP TABLE / DROP VIEW / ALTER TABLE statement names (a
+    materialized view is both: a plain view in main, a virtual table in temp)."""
     match = _TABLE_DDL.match(sql)
     return unquote(match.group(2)) if match else None
 

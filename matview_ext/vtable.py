@@ -1,5 +1,8 @@
-"""The `matview` virtual-table module: reading a view.
+"""The `matview` virtual-table module: reading a view exactly.
 
+Each matview connection has one such table per view, ``temp.<v>``, shadowing the plain
+view ``main.<v>`` that other clients read (see `matview.readable`); files of catalog
+format 1 had it in main instead, which this module still serves until they are upgraded.
 A read returns the persisted Z-set ``__dbsp_view_<v>`` merged with ΔV of the deltas
 not folded yet (computed without writing), so it is exact inside an open transaction
 and after writes by clients that never fold. Equality and range constraints on
@@ -16,7 +19,7 @@ from typing import Any
 import apsw
 
 from matview.db import ENVIRONMENT_ERRORS, describe
-from matview.errors import Error
+from matview.errors import Error, SchemaChanged
 from matview.fold import pending_view_delta
 from matview.keys import row_of
 from matview.names import quote
@@ -50,7 +53,15 @@ class Module:
         )
         return f"CREATE TABLE x({columns})", Table(self, view.name)
 
-    Connect = Create
+    def Connect(self, db: Any, modulename: str, dbname: str, tablename: str, *args: str) -> tuple[str, Table]:
+        try:
+            return self.Create(db, modulename, dbname, tablename, *args)
+        except Error:
+            if dbname != "temp":
+                raise
+        # A temp shadow of a view another connection dropped: connectable, so that it can
+        # be dropped (SQLite connects a virtual table to destroy it); every read refuses.
+        return "CREATE TABLE x(gone)", Table(self, tablename)
 
 
 class Table:
@@ -58,9 +69,18 @@ class Table:
         self.module, self.name = module, name
 
     def view(self) -> View:
-        view = self.module.registry.get(self.name)
+        try:
+            view = self.module.registry.get(self.name)
+        except apsw.SchemaChangeError:
+            # Another connection changed the schema and this statement touches only temp (a
+            # shadow), so SQLite cannot re-read main's schema while preparing it. A statement
+            # through the matview connection re-reads it first.
+            raise SchemaChanged(
+                f"materialized view {self.name}: another connection changed the database schema; "
+                "run the statement again through the matview connection"
+            ) from None
         if view is None:
-            raise Error(f"materialized view {self.name} no longer exists")
+            raise Error(f"no such materialized view: {self.name} (it was dropped)")
         view.check()
         return view
 

@@ -1,0 +1,144 @@
+"""Indexes for delta terms: a join's delta term is proportional to the change only when every
+base table it probes is reached by an index SEARCH, not a SCAN (nor an automatic index, which
+SQLite builds over the whole table for every statement).
+
+At CREATE, each term is checked with EXPLAIN QUERY PLAN. An occurrence it scans gets an index
+on the columns the query compares with `=` to the other side (ON, USING, WHERE conjuncts), with
+the collation of the comparison (SQLite compares with the left operand's collation). Such
+indexes are matview's (`__dbsp_ix_<table>_<columns>`), shared by the views that need them, and
+dropped with the last one. What stays a scan (no equality to probe, or an affinity mismatch no
+index can serve) is reported by `view.explain()`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from typing import Any
+
+import apsw
+from sqlglot import exp
+
+from matview import names
+from matview.circuit import DeltaTerms
+from matview.from_clause import FromClause
+from matview.frontend import Compiled
+from matview.names import quote
+from matview.plan import Plan
+
+Probe = tuple[str, str]  # (column, collation)
+
+
+def probed_columns(tree: exp.Select, source: FromClause) -> dict[int, list[Probe]]:
+    """Per occurrence, the columns compared with `=` to something not of that occurrence."""
+    conditions: list[exp.Expression] = []
+    where = tree.args.get("where")
+    if where is not None:
+        conditions.append(where.this)
+    for join in tree.args.get("joins") or []:
+        if join.args.get("on") is not None:
+            conditions.append(join.args["on"])
+    found: dict[int, list[Probe]] = {}
+
+    def note(occurrence: int, column: str, collation: str) -> None:
+        probes = found.setdefault(occurrence, [])
+        if (column, collation) not in probes:
+            probes.append((column, collation))
+
+    for condition in conditions:
+        for conjunct in condition.flatten() if isinstance(condition, exp.And) else [condition]:
+            if not isinstance(conjunct, exp.EQ):
+                continue
+            left, right = conjunct.left, conjunct.right
+            left_ref, right_ref = _ref(left, source), _ref(right, source)
+            if right_ref is not None and right_ref[0] not in _occurrences(left, source):
+                # the left operand's collation decides, when it has one
+                collation = left_ref[2] if left_ref is not None else right_ref[2]
+                note(right_ref[0], right_ref[1], collation)
+            if left_ref is not None and left_ref[0] not in _occurrences(right, source):
+                note(left_ref[0], left_ref[1], left_ref[2])
+    for index, hidden in enumerate(source.hidden):
+        for name in hidden:  # USING / NATURAL: left.k = right.k, the left one's collation
+            leftmost = source.resolve(None, name)
+            merged = source.resolve(source.occurrences[index].alias, name)
+            if leftmost is not None and merged is not None and merged.column is not None:
+                collation = leftmost.column.collation if leftmost.column is not None else "BINARY"
+                note(index, merged.column.name, collation)
+    return found
+
+
+def _ref(node: Any, source: FromClause) -> tuple[int, str, str] | None:
+    if not isinstance(node, exp.Column) or not isinstance(node.this, exp.Identifier):
+        return None
+    found = source.resolve(node.table or None, node.name)
+    if found is None or found.column is None:
+        return None
+    return found.occurrence, found.column.name, found.column.collation
+
+
+def _occurrences(node: Any, source: FromClause) -> set[int]:
+    refs = (_ref(column, source) for column in node.find_all(exp.Column))
+    return {ref[0] for ref in refs if ref is not None}
+
+
+def scanned_occurrences(conn: apsw.Connection, term: str, params: dict[str, int], aliases: list[str]) -> set[int]:
+    """The occurrences (by alias) EXPLAIN QUERY PLAN shows as a SCAN or an automatic index."""
+    scanned: set[int] = set()
+    for row in conn.execute(f"EXPLAIN QUERY PLAN {term}", params):
+        detail = str(row[-1])
+        words = detail.split()
+        if len(words) < 2 or words[0] not in ("SCAN", "SEARCH"):
+            continue
+        if words[0] == "SEARCH" and "AUTOMATIC" not in detail:
+            continue
+        name = words[1].strip('"')
+        for index, alias in enumerate(aliases):
+            if alias == name:
+                scanned.add(index)
+    return scanned
+
+
+def index_name(table: str, probes: list[Probe]) -> str:
+    key = ",".join(f"{c}:{k}" for c, k in probes)
+    return f"{names.PREFIX}ix_{table}_{hashlib.sha1(key.encode()).hexdigest()[:10]}"
+
+
+def create_index(conn: apsw.Connection, table: str, probes: list[Probe]) -> str:
+    name = index_name(table, probes)
+    columns = ", ".join(f"{quote(c)} COLLATE {quote(k)}" for c, k in probes)
+    conn.execute(f"CREATE INDEX IF NOT EXISTS main.{quote(name)} ON {quote(table)} ({columns})")
+    return name
+
+
+def drop_unused(conn: apsw.Connection, dropped: tuple[str, ...], still_used: set[str]) -> None:
+    for name in dropped:
+        if name not in still_used:
+            conn.execute(f"DROP INDEX IF EXISTS main.{quote(name)}")
+
+
+def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
+    """Check every single-input delta term of a compiled view (its change capture installed);
+    create the indexes scanned occurrences need, unless the view opted out. The plan, with
+    the indexes it uses and the loops that remain scans (as messages)."""
+    plan, source = compiled.plan, compiled.source
+    if not source.is_join:
+        return plan
+    delta_terms = DeltaTerms(plan)
+    probes = probed_columns(compiled.tree, source)
+    aliases = [o.alias for o in source.occurrences]
+    params = delta_terms.parameters({})
+    created: list[str] = []
+    remaining: list[str] = []
+    for table in source.tables:
+        for position, term in enumerate(delta_terms.terms(frozenset({table}))):
+            delta_at = [i for i, o in enumerate(source.occurrences) if o.table.name == table][position]
+            scanned = scanned_occurrences(conn, term, params, aliases) - {delta_at}
+            for occurrence in sorted(scanned):
+                wanted = probes.get(occurrence)
+                if wanted and plan.auto_indexes:
+                    name = create_index(conn, source.occurrences[occurrence].table.name, wanted)
+                    if name not in created:
+                        created.append(name)
+            still = scanned_occurrences(conn, term, params, aliases) - {delta_at} if scanned else set()
+            remaining += [f"a change of {table} scans {aliases[o]}" for o in sorted(still)]
+    return replace(plan, indexes=tuple(created), scans=tuple(dict.fromkeys(remaining)))
