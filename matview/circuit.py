@@ -158,6 +158,11 @@ class Circuit:
     def stage1_base(self, conn: apsw.Connection) -> Iterable[tuple[Any, ...]]:
         return conn.execute(self.base_sql)
 
+    def writes_while_computing(self, pending: int) -> bool:
+        """Whether ΔV of `pending` delta rows is aggregated set at a time, which writes the
+        ordered state while it computes (otherwise every change waits in the StateStore)."""
+        return pending >= BULK_ROWS and self.aggregate is not None
+
     def delta(self, conn: apsw.Connection, ranges: Ranges, store: StateStore) -> ZSet[bytes]:
         """ΔV of the pending changes `ranges` (all of them at once: folding table by table
         would count ΔA ⋈ ΔB twice)."""

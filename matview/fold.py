@@ -22,17 +22,19 @@ from matview.zset import ZSet
 
 
 def pending_ranges(conn: apsw.Connection, view: View) -> list[tuple[str, int, int]]:
-    """(table, lo, hi) for each base table with deltas lo < seq <= hi not yet folded into `view`."""
+    """(table, lo, hi) for each base table with deltas lo < seq <= hi not yet folded into `view`
+    (one statement for all of its tables: this runs at every commit)."""
+    tables = view.entry.base_tables
+    parts = " UNION ALL ".join(
+        f"SELECT {number}, (SELECT seq FROM {quote(names.PROGRESS)} WHERE view = ?1 AND base_table = ?{number + 2}), "
+        f"(SELECT max({quote(names.SEQ)}) FROM {quote(names.delta_table(table))})"
+        for number, table in enumerate(tables)
+    )
     ranges = []
-    for table in view.entry.base_tables:
-        lo, hi = conn.execute(  # type: ignore[misc]  # a SELECT of two subqueries always has one row
-            f"SELECT (SELECT seq FROM {quote(names.PROGRESS)} WHERE view = ? AND base_table = ?), "
-            f"(SELECT max({quote(names.SEQ)}) FROM {quote(names.delta_table(table))})",
-            (view.name, table),
-        ).fetchone()
+    for number, lo, hi in conn.execute(parts, (view.name, *tables)):
         lo = lo or 0
         if hi is not None and hi > lo:
-            ranges.append((table, lo, hi))
+            ranges.append((tables[number], lo, hi))
     return ranges
 
 
@@ -56,13 +58,30 @@ def pending_view_delta(conn: apsw.Connection, view: View) -> ZSet[bytes]:
 
 
 def fold_view(conn: apsw.Connection, view: View) -> list[tuple[str, int, int]]:
-    """Fold `view`'s pending deltas inside a write transaction; the ranges it folded."""
+    """Fold `view`'s pending deltas inside a write transaction; the ranges it folded.
+
+    A view must never make a valid base write fail: when computing ΔV raises (a user
+    function this connection lacks, a bug), nothing of the view is written, the view is
+    marked stalled — its deltas stay pending, and reading it reports why — and no range is
+    folded. A small ΔV is computed without writing (state is buffered), so only the
+    set-at-a-time path, which updates ordered state as it goes, needs a savepoint."""
     ranges = pending_ranges(conn, view)
     if not ranges:
         return ranges
     store = StateStore(conn, view.name, writable=True)
-    delta = _view_delta(conn, view, ranges, store)
-    view.table.apply(conn, delta)
+    try:
+        if view.circuit.writes_while_computing(sum(hi - lo for _, lo, hi in ranges)):
+            with savepoint(conn):
+                delta = _view_delta(conn, view, ranges, store)
+                view.table.apply(conn, delta)
+        else:
+            delta = _view_delta(conn, view, ranges, store)
+            view.table.apply(conn, delta)
+    except ENVIRONMENT_ERRORS:
+        raise
+    except Exception as exc:
+        view.stalled = f"materialized view {view.name} cannot be folded: {describe(exc)}"
+        return []
     store.flush()
     for table, _lo, hi in ranges:
         catalog.set_progress(conn, view.name, table, hi)
@@ -89,28 +108,11 @@ def collect_garbage(conn: apsw.Connection, registry: Registry, tables: dict[str,
 
 
 def fold_pending_deltas(conn: apsw.Connection, registry: Registry, views: list[View]) -> None:
-    """Fold several views and clean up their delta logs; inside a write transaction.
-
-    A view must never make a valid base write fail: when one view's fold raises (a user
-    function this connection lacks, a bug), its part is rolled back, the view is marked
-    stalled — its deltas stay pending, and reading it reports why — and the others fold."""
-    while True:
-        touched: dict[str, int] = {}
-        current: View | None = None
-        try:
-            with savepoint(conn):
-                for view in views:
-                    if view.broken or view.stalled:
-                        continue
-                    current = view
-                    for table, _lo, hi in fold_view(conn, view):
-                        touched[table] = max(hi, touched.get(table, 0))
-                current = None
-                collect_garbage(conn, registry, touched)
-            return
-        except ENVIRONMENT_ERRORS:
-            raise
-        except Exception as exc:
-            if current is None or current.stalled:
-                raise
-            current.stalled = f"materialized view {current.name} cannot be folded: {describe(exc)}"
+    """Fold several views and clean up their delta logs; inside a write transaction."""
+    touched: dict[str, int] = {}
+    for view in views:
+        if view.broken or view.stalled:
+            continue
+        for table, _lo, hi in fold_view(conn, view):
+            touched[table] = max(hi, touched.get(table, 0))
+    collect_garbage(conn, registry, touched)

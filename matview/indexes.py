@@ -30,7 +30,7 @@ Probe = tuple[str, str]  # (column, collation)
 
 
 def probed_columns(tree: exp.Select, source: FromClause) -> dict[int, list[Probe]]:
-    """Per occurrence, the columns compared with `=` to something not of that occurrence."""
+    """Per occurrence, the columns compared with `=` to columns of other occurrences."""
     conditions: list[exp.Expression] = []
     where = tree.args.get("where")
     if where is not None:
@@ -51,11 +51,14 @@ def probed_columns(tree: exp.Select, source: FromClause) -> dict[int, list[Probe
                 continue
             left, right = conjunct.left, conjunct.right
             left_ref, right_ref = _ref(left, source), _ref(right, source)
-            if right_ref is not None and right_ref[0] not in _occurrences(left, source):
+            left_uses, right_uses = _occurrences(left, source), _occurrences(right, source)
+            # a join key: compared with something of another occurrence (a constant filter is
+            # no probe: as an index's first column it would make the base table the outer loop)
+            if right_ref is not None and left_uses and right_ref[0] not in left_uses:
                 # the left operand's collation decides, when it has one
                 collation = left_ref[2] if left_ref is not None else right_ref[2]
                 note(right_ref[0], right_ref[1], collation)
-            if left_ref is not None and left_ref[0] not in _occurrences(right, source):
+            if left_ref is not None and right_uses and left_ref[0] not in right_uses:
                 note(left_ref[0], left_ref[1], left_ref[2])
     for index, hidden in enumerate(source.hidden):
         for name in hidden:  # USING / NATURAL: left.k = right.k, the left one's collation

@@ -96,6 +96,7 @@ class Registry:
         either version moved (another connection's CREATE/DROP, a rollback that took
         shadows with it), never in a loop."""
         views = self.sync()
+        # (the table-valued pragma reads main's version whatever its qualifier: temp's needs PRAGMA)
         versions = (self._schema_version or 0, int(scalar(self.conn, "PRAGMA temp.schema_version")))
         if versions != self._shadowed:
             complete = readable.reconcile(self.conn, [v.name for v in views.values()])
