@@ -35,7 +35,9 @@ VIEWS = {
     "WHERE o.status = 'open'",
     "J2": "SELECT c.region, COUNT(*), SUM(o.amount) FROM orders o JOIN customers c ON o.customer_id = c.id "
     "GROUP BY c.region",
+    "J3": "SELECT c.id, COUNT(o.id) FROM customers c LEFT JOIN orders o ON o.customer_id = c.id GROUP BY c.id",
 }
+#: J4 (a materialized view over J2) is refused: views over views are not built yet
 REGIONS = ["north", "south", "east", "west", "center"]
 STATUSES = ["open", "closed", "shipped"]
 
@@ -110,7 +112,7 @@ def bench_view(base: str, tmp: str, name: str, select: str, mode: str, iters: in
     raw = open_db(copy(base, os.path.join(tmp, f"{name}_{mode}_raw.db")), True)
     mv.execute(f"CREATE MATERIALIZED VIEW {name} WITH (maintenance = '{mode}') AS {select}")
     customers = mv.execute("SELECT max(id) FROM customers").fetchone()[0]
-    target = "≤ 3×" if mode == "immediate" else "≤ 1.3×"
+    target = ("≤ 4×" if name == "J3" else "≤ 3×") if mode == "immediate" else "≤ 1.3×"
     next_id = [10**9]
 
     def insert_order(conn: Any) -> Callable[[], None]:
@@ -178,21 +180,21 @@ def bench_wide(tmp: str, iters: int) -> None:
     path = os.path.join(tmp, "wide.db")
     conn = open_db(path, True)
     tables = [f"w{i}" for i in range(8)]
-    for t in tables:
+    for t in tables:  # 10,000 rows each, a key shared by two rows: every row joins a handful
         conn.execute(f"CREATE TABLE {t}(id INTEGER PRIMARY KEY, k INTEGER, v INTEGER)")
         with conn:
-            conn.executemany(f"INSERT INTO {t}(k, v) VALUES (?, ?)", [(i % 500, i) for i in range(2000)])
+            conn.executemany(f"INSERT INTO {t}(k, v) VALUES (?, ?)", [(i // 2, i % 100) for i in range(10_000)])
     refs = [*tables, "w0 AS x0", "w1 AS x1", "w2 AS x2", "w3 AS x3"]
     aliases = [*tables, "x0", "x1", "x2", "x3"]
     where = " AND ".join(f"{a}.k = {b}.k" for a, b in itertools.pairwise(aliases))
-    select = f"SELECT w0.k, count(*), sum(w7.v) FROM {', '.join(refs)} WHERE {where} AND w0.v < 40 GROUP BY w0.k"
+    select = f"SELECT w0.v % 10, count(*), sum(w7.v) FROM {', '.join(refs)} WHERE {where} GROUP BY w0.v % 10"
     conn.execute(f"CREATE MATERIALIZED VIEW wide AS {select}")
     rng = random.Random(5)
 
     def write() -> None:
         with conn:
             for t in tables:
-                conn.execute(f"INSERT INTO {t}(k, v) VALUES (?, ?)", (rng.randint(0, 30), rng.randint(0, 39)))
+                conn.execute(f"INSERT INTO {t}(k, v) VALUES (?, ?)", (rng.randint(0, 4999), rng.randint(0, 99)))
 
     def recompute() -> None:
         conn.execute(select).fetchall()

@@ -302,6 +302,11 @@ class Connection:
         self.registry.evaluator.register_function(name, function, numargs, deterministic)
         self.registry.functions_changed()
 
+    def create_collation(self, name: str, compare: Callable[[str, str], int]) -> None:
+        """Register a collation here (a view whose tables declare it needs it to fold)."""
+        self.apsw.create_collation(name, compare)
+        self.registry.functions_changed()
+
     def views(self) -> list[ViewInfo]:
         """The materialized views of this database."""
         return [ViewInfo(self, v) for v in self.registry.sync().values()]

@@ -99,8 +99,10 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
     def same(alias: str, other: str) -> str:
         return " AND ".join(f"{a} IS {b}" for a, b in zip(identity_of(alias), identity_of(other), strict=True))
 
-    same_values = " AND ".join([same("", "old"), *(f"{c} IS old.{c}" for c in user_columns)])
-    already = " AND ".join([same("p", "t0"), *(f"p.{c} IS t0.{c}" for c in user_columns)])
+    # Row images compare BINARY: identical values, and no user collation a column may declare
+    # (every client writing the table would otherwise need it to prepare its statements).
+    same_values = " AND ".join([same("", "old"), *(f"{c} IS old.{c} COLLATE BINARY" for c in user_columns)])
+    already = " AND ".join([same("p", "t0"), *(f"p.{c} IS t0.{c} COLLATE BINARY" for c in user_columns)])
     gone = f"NOT EXISTS (SELECT 1 FROM {t} AS t0 WHERE {same('t0', 'p')})"
     took_key = same("p", "new")
     # a preimage row follows its row through updates (a user's trigger may update it

@@ -25,7 +25,7 @@ import apsw
 from matview import names
 from matview.codec import pack, unpack
 from matview.errors import CatalogError
-from matview.names import quote
+from matview.names import fold, quote
 from matview.plan import PLAN_FORMAT, Plan
 
 #: 1: the view is a virtual table main.<v>; 2: a plain view main.<v> (read by any client),
@@ -181,7 +181,7 @@ def load_views(conn: apsw.Connection) -> dict[str, ViewEntry]:
             base_tables = list(unpack(base_blob))
         except Exception as exc:
             raise CatalogError(f"matview catalog entry of view {name} is corrupt: {exc}") from None
-        views[name.lower()] = ViewEntry(name, sql, plan, maintenance, base_tables)
+        views[fold(name)] = ViewEntry(name, sql, plan, maintenance, base_tables)
     return views
 
 

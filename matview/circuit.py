@@ -26,7 +26,7 @@ import apsw
 from matview import names
 from matview.evaluator import Evaluator
 from matview.keys import row_key, row_of
-from matview.names import quote
+from matview.names import fold, quote
 from matview.operators import aggregate_sql
 from matview.operators.aggregate import Aggregate
 from matview.operators.distinct import Distinct
@@ -59,7 +59,7 @@ class DeltaTerms:
         user = [c[0] for c in self.plan.signature(table) or ()]
         if table in self.plan.without_rowid:
             return user, []
-        lowered = {c.lower() for c in user}
+        lowered = {fold(c) for c in user}
         return user, [a for a in ROWID_NAMES if a not in lowered]
 
     def _delta_source(self, number: int, table: str) -> str:
@@ -91,6 +91,10 @@ class DeltaTerms:
         if found is not None:
             return found
         plan = self.plan
+        if plan.outer_on:
+            terms = self._outer_terms(changed)
+            self._terms[changed] = terms
+            return terms
         single = len(plan.sources) == 1
         changed_at = [i for i, table in enumerate(plan.sources) if table in changed]
         terms = []
@@ -110,6 +114,61 @@ class DeltaTerms:
                 weights.append(weight if single else f"{quote(plan.aliases[j])}.{weight}")
             terms.append(render(plan.stage1, weight=" * ".join(weights), **placeholders))
         self._terms[changed] = terms
+        return terms
+
+    def _outer_terms(self, changed: frozenset[str]) -> list[str]:
+        """Δ(A ⟕ B) for `A LEFT JOIN B ON p`, telescoped over (A, B) (DBSP §7.5: the outer
+        join is the inner join plus the padded antijoin):
+
+            ΔA ⟕ B_new                                   linear in the preserved side
+          + A_old ⋈ ΔB                                   the inner part (LEFT becomes JOIN)
+          + Σ_{a ∈ A_old reached by ΔB} w(a)·([n_new(a) = 0] − [n_old(a) = 0])·pad(a)
+
+        where n(a) counts a's matches in B (n_old = n_new − Σ weights of a's matches in ΔB: no
+        old state is stored) and pad(a) is a's row with B's columns NULL — evaluated by SQLite
+        with the user's own select list and WHERE over `a LEFT JOIN (B LIMIT 0)`, so IS NULL,
+        COALESCE, CASE and COUNT(b.x) over padded rows are SQLite's. A row's padding can flip
+        only if ΔB matches it: the term visits those rows alone (found from ΔB, by index)."""
+        plan = self.plan
+        (left, right), (left_alias, right_alias) = plan.sources, (quote(a) for a in plan.aliases)
+        left_number, right_number = self.tables.index(left), self.tables.index(right)
+        weight = quote(names.WEIGHT)
+        on = plan.outer_on
+        terms: list[str] = []
+        left_changed, right_changed = left in changed, right in changed
+        base_left, base_right = f"main.{quote(left)}", f"main.{quote(right)}"
+        if left_changed:
+            terms.append(
+                render(plan.stage1, weight=f"{left_alias}.{weight}", source0=self._delta_sources[left_number],
+                       source1=base_right)
+            )
+        if not right_changed:
+            return terms
+        old_left = self._old_source(left_number, left) if left_changed else base_left
+        left_weight = [f"{left_alias}.{weight}"] if left_changed else []
+        delta_right = self._delta_sources[right_number]
+        terms.append(
+            render(plan.stage1, weight=" * ".join([*left_weight, f"{right_alias}.{weight}"]), source0=old_left,
+                   source1=delta_right, outer="")
+        )
+        user, rowids = self._columns(right)
+        empty = ", ".join([*(quote(c) for c in user), *(f"rowid AS {a}" for a in rowids)])
+        matches = f"(SELECT count(*) FROM {base_right} AS {right_alias} WHERE ({on}))"
+        net = f"(SELECT coalesce(sum({right_alias}.{weight}), 0) FROM {delta_right} AS {right_alias} WHERE ({on}))"
+        flip = f"(({matches} = 0) - ({matches} - {net} = 0))"
+        key = ", ".join(f"{left_alias}.{quote(k)}" for k in plan.outer_key)  # a rowid name or the (NOT NULL) PK
+        reached = (
+            f"({key}) IN (SELECT {key} FROM {delta_right} AS {right_alias} JOIN {old_left} AS {left_alias} ON ({on}))"
+        )
+        terms.append(
+            render(
+                plan.stage1,
+                weight=" * ".join([*left_weight, flip]),
+                source0=old_left,
+                source1=f"(SELECT {empty} FROM {base_right} LIMIT 0)",
+                reach=f" {'AND' if plan.outer_where else 'WHERE'} {reached}",
+            )
+        )
         return terms
 
     def parameters(self, ranges: Ranges) -> dict[str, int]:
@@ -143,10 +202,11 @@ class Circuit:
         """Stage-1 rows (with weights) of the pending changes `ranges`."""
         params = self.delta_terms.parameters(ranges)
         terms = self.delta_terms.terms(frozenset(ranges))
-        if len(terms) == 1:
-            # one input's log, in sequence order: a row's −1 never comes before its +1
+        if len(self.plan.sources) == 1:
+            # one table's log, scanned in sequence order: a row's −1 never comes before its +1
             return conn.execute(terms[0], params).fetchall()
-        # Several terms emit cancelling pairs in any order (X^old = X^new ⊎ −ΔX); MIN/MAX
+        # A join term's rows come in the join's loop order (SQLite may scan another table and
+        # probe the log), and several terms emit cancelling pairs (X^old = X^new ⊎ −ΔX); MIN/MAX
         # trust that a −1 is for a row already present, so consolidate first (by identity:
         # 3 and 3.0 stay apart).
         consolidated: ZSet[bytes] = ZSet()

@@ -40,7 +40,8 @@ def describe(exc: BaseException) -> str:
     """An exception as a message: SQLite's own text, or the Python exception's name and text."""
     if isinstance(exc, apsw.Error):
         text = str(exc)
-        return text.split(": ", 1)[1] if ": " in text else text
+        prefix = f"{type(exc).__name__}: "
+        return text[len(prefix) :] if text.startswith(prefix) else text
     return f"{type(exc).__name__}: {exc}"
 
 

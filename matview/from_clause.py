@@ -20,7 +20,7 @@ import apsw
 from sqlglot.tokens import TokenType
 
 from matview.errors import UnsupportedQuery
-from matview.names import quote
+from matview.names import fold, quote
 from matview.plan import Template
 from matview.schema import ROWID_NAMES, Column, TableInfo, read_table
 from matview.sqltext import Token, depth_walk
@@ -39,8 +39,11 @@ _AFTER_REFERENCE = {
     TokenType.FULL,
     TokenType.OUTER,
 }
-_JOIN_WORDS = (TokenType.NATURAL, TokenType.CROSS, TokenType.INNER)
-_OUTER = {TokenType.LEFT: "LEFT", TokenType.RIGHT: "RIGHT", TokenType.FULL: "FULL", TokenType.OUTER: "OUTER"}
+_JOIN_WORDS = (TokenType.NATURAL, TokenType.CROSS, TokenType.INNER, TokenType.LEFT, TokenType.OUTER)
+_UNSUPPORTED_OUTER = {TokenType.RIGHT: "RIGHT", TokenType.FULL: "FULL"}
+#: the placeholder standing where the user wrote LEFT [OUTER]: "LEFT", or "" for a term that needs
+#: the inner join of the same operands
+OUTER = "outer"
 
 
 def source_placeholder(index: int) -> str:
@@ -71,6 +74,7 @@ class FromClause:
     occurrences: tuple[Occurrence, ...]
     hidden: tuple[frozenset[str], ...]  # per occurrence: lower-cased columns USING/NATURAL merged away
     template: Template  # the clause's text, each reference a placeholder `source<i> AS "alias"`
+    outer_on: str = ""  # `A LEFT JOIN B ON <outer_on>`: the condition as written (two occurrences)
 
     @property
     def tables(self) -> list[str]:
@@ -85,9 +89,9 @@ class FromClause:
         return len(self.occurrences) > 1
 
     def occurrence_named(self, qualifier: str) -> int | None:
-        lowered = qualifier.lower()
+        lowered = fold(qualifier)
         for index, occurrence in enumerate(self.occurrences):
-            if occurrence.alias.lower() == lowered:
+            if fold(occurrence.alias) == lowered:
                 return index
         return None
 
@@ -98,7 +102,7 @@ class FromClause:
             index = self.occurrence_named(qualifier)
             return None if index is None else self._column(index, name)
         for index in range(len(self.occurrences)):
-            if name.lower() in self.hidden[index]:
+            if fold(name) in self.hidden[index]:
                 continue
             found = self._column(index, name)
             if found is not None and (found.column is not None or not self.is_join):
@@ -126,7 +130,7 @@ class FromClause:
             ColumnRef(index, column)
             for index in indexes
             for column in self.occurrences[index].table.columns
-            if qualifier is not None or column.name.lower() not in self.hidden[index]
+            if qualifier is not None or fold(column.name) not in self.hidden[index]
         ]
 
 
@@ -141,7 +145,9 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
     literal = ""
     position = tokens[0].start  # the text up to here is already in `pieces`
     index = 0
-    natural = False
+    natural = outer = False
+    outer_at: int | None = None
+    outer_on = ""
     while index < len(tokens):
         token = tokens[index]
         if token.kind == TokenType.L_PAREN and depths[index] == 0:
@@ -165,19 +171,22 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
             alias = tokens[index].text
             index += 1
         table = read_table(conn, tokens[name_index].text)
-        columns = {c.name.lower() for c in table.columns}
+        columns = {fold(c.name) for c in table.columns}
         merged: set[str] = set()
         template += [literal + sql[position : tokens[first].start], source_placeholder(len(occurrences))]
         literal = f" AS {quote(alias)}"
         if natural:
             # NATURAL is JOIN … USING (the common columns): spelled out, because a delta term's
             # sources carry columns of their own (weights) that NATURAL would join on too
-            merged = {c for o in occurrences for c in (x.name.lower() for x in o.table.columns)} & columns
-            common = [quote(c.name) for c in table.columns if c.name.lower() in merged]
+            merged = {fold(x.name) for o in occurrences for x in o.table.columns} & columns
+            common = [quote(c.name) for c in table.columns if fold(c.name) in merged]
             literal += f" USING ({', '.join(common)})" if common else ""
         position = tokens[index - 1].end
+        if outer:
+            outer_at = len(occurrences)
         occurrences.append(Occurrence(table, alias))
-        natural = False
+        natural = outer = False
+        on_start: int | None = None
         # the join operator and condition up to the next reference
         while index < len(tokens) and not (
             depths[index] == 0 and tokens[index].kind in (TokenType.COMMA, TokenType.JOIN)
@@ -187,28 +196,44 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
                 close = index + 1
                 while close < len(tokens) and tokens[close].kind != TokenType.R_PAREN:
                     close += 1
-                merged |= {t.text.lower() for t in tokens[index + 2 : close] if t.is_name}
-            if depths[index] == 0 and kind in _OUTER:
-                raise UnsupportedQuery(f"{_OUTER[kind]} JOIN (an outer join) is not supported yet")
+                merged |= {fold(t.text) for t in tokens[index + 2 : close] if t.is_name}
+            if depths[index] == 0 and kind in _UNSUPPORTED_OUTER:
+                raise UnsupportedQuery(f"{_UNSUPPORTED_OUTER[kind]} JOIN (an outer join) is not supported yet")
+            if depths[index] == 0 and kind == TokenType.ON and on_start is None:
+                on_start = index + 1
             index += 1
+        if outer_at == len(occurrences) - 1 and on_start is not None:
+            on_end = index
+            while on_end > on_start and depths[on_end - 1] == 0 and tokens[on_end - 1].kind in _JOIN_WORDS:
+                on_end -= 1
+            outer_on = _text(sql, tokens[on_start:on_end])
         if index < len(tokens):
             # joins at depth 0 start the next reference: NATURAL, CROSS, INNER belong to it
             separator = index
             back = index - 1
             while back >= 0 and depths[back] == 0 and tokens[back].kind in _JOIN_WORDS:
-                if tokens[back].kind == TokenType.NATURAL:
-                    natural = True
+                natural = natural or tokens[back].kind == TokenType.NATURAL
+                outer = outer or tokens[back].kind == TokenType.LEFT
                 back -= 1
             # CROSS JOIN pins the left table as the outer loop, a plain JOIN lets the delta lead;
-            # NATURAL becomes USING (above)
+            # NATURAL becomes USING (above); LEFT [OUTER] becomes a placeholder
             for word in range(back + 1, separator):
-                if tokens[word].kind in (TokenType.CROSS, TokenType.NATURAL):
+                kind = tokens[word].kind
+                if kind in (TokenType.CROSS, TokenType.NATURAL, TokenType.LEFT, TokenType.OUTER):
                     literal += sql[position : tokens[word].start]
                     position = tokens[word].end
+                if kind == TokenType.LEFT:
+                    template += [literal, OUTER]
+                    literal = " "
             index += 1
         hidden.append(frozenset(merged))
     template.append(literal + sql[position : tokens[-1].end])
-    return FromClause(tuple(occurrences), tuple(hidden), tuple(template))
+    if outer_at is not None and (len(occurrences) != 2 or hidden[1] or not outer_on):
+        raise UnsupportedQuery(
+            "LEFT JOIN is maintained between two tables joined by ON (`A LEFT JOIN B ON …`); "
+            "with more tables, USING or NATURAL it is not supported yet"
+        )
+    return FromClause(tuple(occurrences), tuple(hidden), tuple(template), outer_on)
 
 
 def _text(sql: str, tokens: Sequence[Token]) -> str:

@@ -23,7 +23,7 @@ from sqlglot.tokens import TokenType
 from matview.errors import Error, UnsupportedQuery
 from matview.from_clause import ColumnRef, FromClause, read_from_clause
 from matview.keys import check_collation
-from matview.names import quote
+from matview.names import fold, quote
 from matview.plan import WEIGHT, AggSpec, OutputColumn, Plan, PostColumn, Template
 from matview.schema import has_one_variant
 from matview.sqltext import (
@@ -116,7 +116,7 @@ class _Builder:
     def identity(self, qualifier: str | None, name: str) -> str | None:
         """A column's identity for comparing expressions (see `sqltext.normalized`)."""
         ref = self.source.resolve(qualifier, name)
-        return None if ref is None else f"{ref.occurrence}.{ref.name.lower()}"
+        return None if ref is None else f"{ref.occurrence}.{fold(ref.name)}"
 
     def normalized(self, tokens: tuple[Token, ...] | list[Token]) -> tuple[tuple[str, str], ...]:
         return normalized(tokens, self.identity)
@@ -255,11 +255,13 @@ class _Builder:
                 for last in range(first + 1, len(toks) + 1):
                     if self.normalized(toks[first:last]) != wanted:
                         continue
-                    column = quote(f"__g{j}")
-                    candidate = text[: toks[first].start] + column + text[toks[last - 1].end :]
-                    if _same_with(candidate, column, Span(self.sql, term).text, text):
+                    # checked with a name of its own, so earlier replacements stay as they are
+                    probe = quote("__dbsp_candidate")
+                    before, after = text[: toks[first].start], text[toks[last - 1].end :]
+                    matched = text[toks[first].start : toks[last - 1].end]
+                    if _same_with(before + probe + after, probe, matched, text):
                         self.used_groups.add(j)
-                        return self.substitute_group_terms(candidate)
+                        return self.substitute_group_terms(before + quote(f"__g{j}") + after)
         return text
 
     def post_expression(self, text: str, where: str) -> str:
@@ -317,6 +319,8 @@ def _stage1(columns: list[str], source: FromClause, where_sql: str, weight_alias
     body = list(source.template)
     body[0] = f"{weight_alias} FROM {body[0]}"
     body[-1] = f"{body[-1]}{where_sql}"
+    if source.outer_on:
+        body += ["reach", ""]  # where a delta term of the outer join restricts the rows it visits
     return (head, WEIGHT, *body)
 
 
@@ -359,6 +363,8 @@ def build_plan(
     is_aggregate = bool(clauses.group or clauses.having or any(calls_per_item))
     sources = tuple(o.table.name for o in source.occurrences)
     aliases = tuple(o.alias for o in source.occurrences)
+    preserved = source.occurrences[0].table
+    outer_key = (preserved.rowid_name,) if preserved.has_rowid else preserved.primary_key
     without_rowid = tuple(dict.fromkeys(o.table.name for o in source.occurrences if not o.table.has_rowid))
     signatures = tuple(
         (table.name, tuple((c.name, c.decltype, c.collation) for c in table.columns))
@@ -374,6 +380,9 @@ def build_plan(
             sources=sources,
             aliases=aliases,
             without_rowid=without_rowid,
+            outer_on=source.outer_on,
+            outer_where=bool(where),
+            outer_key=outer_key,
             kind="rows",
             stage1=_stage1([item.text for item in items], source, where_sql),
             columns=columns,
@@ -443,6 +452,9 @@ def build_plan(
         sources=sources,
         aliases=aliases,
         without_rowid=without_rowid,
+        outer_on=source.outer_on,
+        outer_where=bool(where),
+        outer_key=outer_key,
         kind="aggregate",
         stage1=_named_stage1(builder.stage1, source, where_sql),
         columns=columns,

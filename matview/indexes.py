@@ -23,6 +23,7 @@ from matview import names
 from matview.circuit import DeltaTerms
 from matview.from_clause import FromClause
 from matview.frontend import Compiled
+from matview.keys import BUILTIN_COLLATIONS
 from matview.names import quote
 from matview.plan import Plan
 
@@ -41,6 +42,8 @@ def probed_columns(tree: exp.Select, source: FromClause) -> dict[int, list[Probe
     found: dict[int, list[Probe]] = {}
 
     def note(occurrence: int, column: str, collation: str) -> None:
+        if collation.upper() not in BUILTIN_COLLATIONS:
+            return  # an index with a user collation would make every client need it to write the table
         probes = found.setdefault(occurrence, [])
         if (column, collation) not in probes:
             probes.append((column, collation))
@@ -133,15 +136,20 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
     created: list[str] = []
     remaining: list[str] = []
     for table in source.tables:
-        for position, term in enumerate(delta_terms.terms(frozenset({table}))):
-            delta_at = [i for i, o in enumerate(source.occurrences) if o.table.name == table][position]
-            scanned = scanned_occurrences(conn, term, params, aliases) - {delta_at}
+        terms = delta_terms.terms(frozenset({table}))
+        if source.outer_on and table == source.occurrences[-1].table.name:
+            terms = terms[:-1]  # the padding term reads B as an empty `LIMIT 0` subquery: no scan to fix
+        for position, term in enumerate(terms):
+            # the occurrence this term reads as ΔX (an outer join's terms do not map one to one)
+            at = [i for i, o in enumerate(source.occurrences) if o.table.name == table]
+            delta_at = {at[position]} if position < len(at) and not source.outer_on else set()
+            scanned = scanned_occurrences(conn, term, params, aliases) - delta_at
             for occurrence in sorted(scanned):
                 wanted = probes.get(occurrence)
                 if wanted and plan.auto_indexes:
                     name = create_index(conn, source.occurrences[occurrence].table.name, wanted)
                     if name not in created:
                         created.append(name)
-            still = scanned_occurrences(conn, term, params, aliases) - {delta_at} if scanned else set()
+            still = scanned_occurrences(conn, term, params, aliases) - delta_at if scanned else set()
             remaining += [f"a change of {table} scans {aliases[o]}" for o in sorted(still)]
     return replace(plan, indexes=tuple(created), scans=tuple(dict.fromkeys(remaining)))

@@ -16,12 +16,14 @@ from typing import Any
 
 from matview.codec import pack, unpack
 from matview.errors import UnsupportedQuery
+from matview.names import fold
 
 SQLITE_INT_MIN = -(2**63)
 SQLITE_INT_MAX = 2**63 - 1
 
-#: collations whose equality we can canonicalize; any other is refused where it matters
-SUPPORTED_COLLATIONS = ("BINARY", "NOCASE", "RTRIM")
+#: the collations every SQLite has, whose equality we can canonicalize; any other is refused
+#: where it matters (and never put into anything another client must evaluate)
+BUILTIN_COLLATIONS = ("BINARY", "NOCASE", "RTRIM")
 
 
 def row_key(values: Sequence[Any]) -> bytes:
@@ -37,14 +39,6 @@ def row_of(key: bytes) -> tuple[Any, ...]:
     return tuple(unpack(key))
 
 
-def _ascii_lower(text: str) -> str:
-    # NOCASE folds only the 26 ASCII letters, never other characters.
-    return text.translate(_ASCII_LOWER)
-
-
-_ASCII_LOWER = {ord(c): ord(c) + 32 for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
-
-
 def canonical(value: Any, collation: str = "BINARY") -> Any:
     """A representative that is equal for exactly the values SQLite calls equal."""
     if isinstance(value, float):
@@ -54,7 +48,7 @@ def canonical(value: Any, collation: str = "BINARY") -> Any:
         return value
     if isinstance(value, str):
         if collation == "NOCASE":
-            return _ascii_lower(value)
+            return fold(value)  # NOCASE folds only the 26 ASCII letters, as names do
         if collation == "RTRIM":
             return value.rstrip(" ")
     return value
@@ -67,6 +61,6 @@ def group_key(values: Sequence[Any], collations: Sequence[str]) -> bytes:
 
 def check_collation(collation: str, where: str) -> str:
     name = collation.upper()
-    if name not in SUPPORTED_COLLATIONS:
+    if name not in BUILTIN_COLLATIONS:
         raise UnsupportedQuery(f"collation {collation} in {where}: only BINARY, NOCASE and RTRIM are supported")
     return name

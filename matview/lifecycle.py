@@ -19,7 +19,7 @@ from matview.errors import Error
 from matview.frontend import compile_select
 from matview.indexes import drop_unused as drop_unused_indexes
 from matview.indexes import with_indexes
-from matview.names import quote
+from matview.names import fold, quote
 from matview.registry import Registry, View
 from matview.schema import read_table
 from matview.state import StateStore, create_state_tables
@@ -153,11 +153,11 @@ def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
             stale = tuple(tuple(c) for c in info.signature) != view.entry.plan.signature(table)
             if stale or not capture_installed(conn, table):
                 for other in registry.views_on(table):
-                    others.setdefault(other.name.lower(), other)
+                    others.setdefault(fold(other.name), other)
                 remove_capture(conn, table)
                 install_capture(conn, info)
         _rebuild(conn, registry, view)
-        others.pop(view.name.lower(), None)
+        others.pop(fold(view.name), None)
         for other in others.values():
             try:
                 with savepoint(conn):

@@ -17,6 +17,15 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+_ASCII_LOWER = {ord(c): ord(c) + 32 for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+
+
+def fold(name: str) -> str:
+    """An identifier as SQLite compares names: case-insensitive for the 26 ASCII letters only
+    (`"É"` and `"é"` are two columns, `"A"` and `"a"` one)."""
+    return name.translate(_ASCII_LOWER)
+
+
 def is_internal(name: str) -> bool:
     return name.lower().startswith(PREFIX)
 

@@ -31,8 +31,15 @@ def template(*parts: str) -> Template:
     return tuple(parts)
 
 
+#: placeholders a template may hold besides WEIGHT and source<i>, and their meaning as written:
+#: `outer` stands where the user wrote LEFT [OUTER] (a delta term may need the inner join),
+#: `reach` at the end of an outer join's WHERE (a term may restrict the preserved rows it visits)
+PLACEHOLDER_DEFAULTS = {"outer": "LEFT", "reach": ""}
+
+
 def render(parts: Template, **values: str) -> str:
-    return "".join(values[part] if position % 2 else part for position, part in enumerate(parts))
+    filled = {**PLACEHOLDER_DEFAULTS, **values}
+    return "".join(filled[part] if position % 2 else part for position, part in enumerate(parts))
 
 
 def _template_of_format_1(text: str) -> Template:
@@ -102,6 +109,9 @@ class Plan:
     functions: tuple[str, ...] = ()  # user-defined SQL functions the SELECT calls (lower case)
     aliases: tuple[str, ...] = ()  # the name of each occurrence in the query (its alias or table name)
     without_rowid: tuple[str, ...] = ()  # base tables WITHOUT ROWID
+    outer_on: str = ""  # `A LEFT JOIN B ON <outer_on>`: the condition as written (see circuit.DeltaTerms)
+    outer_where: bool = False  # the outer join's SELECT has a WHERE (the `reach` filter joins it with AND)
+    outer_key: tuple[str, ...] = ()  # what identifies a preserved row: a rowid name no column shadows, or the PK
     auto_indexes: bool = True  # create the join-key indexes delta terms need (see `indexes`)
     indexes: tuple[str, ...] = ()  # matview's indexes this view's delta terms use
     scans: tuple[str, ...] = ()  # delta-term loops that remain scans, as messages
@@ -138,11 +148,10 @@ class Plan:
         data["post_columns"] = tuple(
             PostColumn(p["name"], p["decltype"], p["collation"], tuple(p["source"])) for p in data["post_columns"]
         )
-        data.setdefault("functions", ())
-        for name in ("without_rowid", "indexes", "scans"):
+        optional = ("functions", "aliases", "without_rowid", "outer_key", "indexes", "scans")  # newer than some plans
+        for name in optional:
             data.setdefault(name, ())
-        tuples = ("group_collations", "post_exprs", "stage1", "functions", "sources", "aliases", "without_rowid")
-        for name in (*tuples, "indexes", "scans"):
+        for name in ("group_collations", "post_exprs", "stage1", "sources", *optional):
             data[name] = tuple(data[name])
         data["outputs"] = tuple(tuple(o) for o in data["outputs"])
         data["signatures"] = tuple(

@@ -24,12 +24,10 @@ from collections.abc import Sequence
 import apsw
 
 from matview import names
+from matview.keys import BUILTIN_COLLATIONS
 from matview.names import quote
 from matview.operators.accumulators import RESULT_ERRORS
 from matview.plan import OutputColumn, Plan
-
-#: collations every SQLite has; a view column with a user collation compares BINARY in stock clients
-BUILTIN_COLLATIONS = ("BINARY", "NOCASE", "RTRIM")
 
 
 def _column(column: OutputColumn, can_overflow: bool) -> str:

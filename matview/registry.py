@@ -20,6 +20,7 @@ from matview.circuit import Circuit
 from matview.db import scalar
 from matview.errors import SchemaChanged
 from matview.evaluator import Evaluator
+from matview.names import fold
 from matview.schema import read_table
 from matview.viewstore import ViewTable
 
@@ -144,8 +145,8 @@ class Registry:
         return None
 
     def get(self, name: str) -> View | None:
-        return self.sync().get(name.lower())
+        return self.sync().get(fold(name))
 
     def views_on(self, table: str) -> list[View]:
-        lowered = table.lower()
-        return [v for v in self.sync().values() if lowered in (t.lower() for t in v.entry.base_tables)]
+        lowered = fold(table)
+        return [v for v in self.sync().values() if lowered in (fold(t) for t in v.entry.base_tables)]

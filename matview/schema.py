@@ -9,7 +9,7 @@ from sqlglot.tokens import TokenType
 
 from matview.db import scalar
 from matview.errors import Error, UnsupportedQuery
-from matview.names import is_internal, quote
+from matview.names import fold, is_internal, quote
 from matview.sqltext import matching_paren, tokenize
 
 
@@ -55,9 +55,9 @@ class TableInfo:
     rowid_name: str = "rowid"  # an alias of the real rowid that no user column shadows
 
     def column(self, name: str) -> Column | None:
-        lowered = name.lower()
+        lowered = fold(name)
         for column in self.columns:
-            if column.name.lower() == lowered:
+            if fold(column.name) == lowered:
                 return column
         return None
 
@@ -133,7 +133,7 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
         unique_keys.append(tuple(key_columns))
     rowid_name = "rowid"
     if not without_rowid:
-        taken = {c.name.lower() for c in columns}
+        taken = {fold(c.name) for c in columns}
         free = [alias for alias in ROWID_NAMES if alias not in taken]
         if not free:
             raise UnsupportedQuery(f"table {real_name}: its columns rowid, _rowid_ and oid hide the rowid")

@@ -8,10 +8,10 @@ import random
 from pathlib import Path
 
 import pytest
+from oracle import assert_view_matches
 
 import matview
 from matview.circuit import BULK_ROWS
-from oracle import assert_view_matches
 
 VIEWS = [
     "SELECT g, COUNT(*), COUNT(x), SUM(x), TOTAL(x), AVG(x), MIN(x), MAX(x) FROM t GROUP BY g",

@@ -30,8 +30,8 @@ for _p in (str(_HERE), str(_HERE.parent)):
         sys.path.insert(0, _p)
 
 import strategies as S  # noqa: E402, N812
-from stock import stock_sqlite3  # noqa: E402
 from oracle import assert_view_matches, bag, typed  # noqa: E402
+from stock import stock_sqlite3  # noqa: E402
 
 matview: Any = pytest.importorskip("matview")
 

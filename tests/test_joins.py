@@ -80,8 +80,19 @@ def _views(r: random.Random, tables: list[Table]) -> dict[str, str]:
         ),
         "distinct": f"SELECT DISTINCT x.v, y.v FROM {a} x JOIN {b} y ON x.k = y.k",
         "self_agg": f"SELECT x.v, count(y.id) FROM {c} x JOIN {c} y ON x.v = y.v AND x.id <> y.id GROUP BY x.v",
+        "left": f"SELECT {a}.id, {b}.id AS bid, {b}.v FROM {a} LEFT JOIN {b} ON {a}.k = {b}.k",
+        "left_filter": (
+            f"SELECT x.id, coalesce(y.v, -1), CASE WHEN y.id IS NULL THEN 'pad' ELSE 'row' END "
+            f"FROM {a} x LEFT OUTER JOIN {b} y ON y.k = x.k AND y.v > 0 WHERE x.v IS NOT 2"
+        ),
+        "left_anti": f"SELECT x.id, x.v FROM {a} x LEFT JOIN {b} y ON x.k = y.k WHERE y.id IS NULL",
+        "left_agg": (
+            f"SELECT x.v, count(*), count(y.id), sum(y.v), max(y.r) FROM {a} x LEFT JOIN {b} y "
+            "ON x.k = y.k AND x.v <= y.v GROUP BY x.v"
+        ),
+        "left_self": f"SELECT x.id, y.id FROM {c} x LEFT JOIN {c} y ON x.k = y.k AND x.id < y.id",
     }
-    chosen = r.sample(sorted(shapes), r.randint(2, 5))
+    chosen = r.sample(sorted(shapes), r.randint(2, 6))
     return {name: shapes[name] for name in chosen}
 
 
@@ -359,8 +370,10 @@ def test_join_refusals_name_the_construct(tmp_path):
     conn.execute("CREATE TABLE b(k, v)")
     conn.execute("CREATE VIEW pv AS SELECT * FROM a")
     for sql, words in [
-        ("SELECT * FROM a LEFT JOIN b ON a.k = b.k", "LEFT JOIN"),
+        ("SELECT * FROM a RIGHT JOIN b ON a.k = b.k", "RIGHT JOIN"),
         ("SELECT * FROM a FULL OUTER JOIN b ON a.k = b.k", "JOIN"),
+        ("SELECT * FROM a LEFT JOIN b ON a.k = b.k JOIN a AS c ON c.id = b.v", "LEFT JOIN"),
+        ("SELECT * FROM a LEFT JOIN b USING (k)", "LEFT JOIN"),
         ("SELECT * FROM a JOIN (SELECT k FROM b) s ON a.k = s.k", "subquery"),
         ("SELECT * FROM a JOIN pv ON a.id = pv.id", "view"),
         ("SELECT group_concat(v) FROM a JOIN b ON a.k = b.k", "GROUP_CONCAT"),
@@ -387,3 +400,55 @@ def test_drop_table_under_a_join_view_is_refused(tmp_path):
     conn.execute("DROP TABLE b")
     assert not conn.execute("SELECT name FROM sqlite_master WHERE name LIKE '__dbsp_%_b'").fetchall()
     conn.close()
+
+
+# --------------------------------------------------------------------------------------
+# LEFT JOIN (rule R2: inner join plus padded antijoin)
+
+
+def test_left_join_padding_flips_both_ways(tmp_path):
+    """The first match of a preserved row removes its padded row; deleting the last match
+    brings it back; NULL keys never match, so a NULL-key row stays padded (pitfall 3)."""
+    _scenario(
+        tmp_path,
+        ["CREATE TABLE c(id INTEGER PRIMARY KEY, k)", "CREATE TABLE o(id INTEGER PRIMARY KEY, k, v)"],
+        {
+            "rows": "SELECT c.id, o.v FROM c LEFT JOIN o ON o.k = c.k",
+            "counted": "SELECT c.id, count(o.id), count(*), sum(o.v) FROM c LEFT JOIN o ON o.k = c.k GROUP BY c.id",
+            "anti": "SELECT c.id FROM c LEFT JOIN o ON o.k = c.k WHERE o.id IS NULL",
+            "shaped": (
+                "SELECT c.id, coalesce(o.v, 'none'), CASE WHEN o.id IS NULL THEN 'padded' ELSE 'matched' END "
+                "FROM c LEFT OUTER JOIN o ON o.k = c.k AND o.v > 1"
+            ),
+        },
+        [
+            ["INSERT INTO c(k) VALUES (1), (2), (NULL)"],
+            ["INSERT INTO o(k, v) VALUES (1, 5)", "INSERT INTO o(k, v) VALUES (NULL, 7)"],
+            ["INSERT INTO o(k, v) VALUES (1, 0), (2, 3)"],
+            ["DELETE FROM o WHERE k = 1"],
+            ["UPDATE o SET k = 1 WHERE k = 2", "INSERT INTO c(k) VALUES (1)"],
+            ["UPDATE c SET k = 3 WHERE k = 1", "DELETE FROM o"],
+            ["INSERT INTO o(k, v) VALUES (3, 2)", "DELETE FROM c WHERE k = 3", "INSERT INTO c(k) VALUES (3)"],
+        ],
+    )
+
+
+def test_left_join_both_sides_in_one_transaction_and_self(tmp_path):
+    _scenario(
+        tmp_path,
+        [
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, k, v)",
+            "CREATE TABLE w(k INTEGER NOT NULL PRIMARY KEY, x) WITHOUT ROWID",
+        ],
+        {
+            "self": "SELECT a.id, b.id FROM t a LEFT JOIN t b ON a.k = b.k AND a.id < b.id",
+            "wr": "SELECT w.k, w.x, t.v FROM w LEFT JOIN t ON t.k = w.k",
+            "agg": "SELECT a.k, count(b.id), max(b.v) FROM t a LEFT JOIN t b ON b.v > a.v GROUP BY a.k",
+        },
+        [
+            ["INSERT INTO t(k, v) VALUES (1, 1), (1, 2)", "INSERT INTO w VALUES (1, 'a'), (2, 'b')"],
+            ["INSERT INTO t(k, v) VALUES (2, 3)", "DELETE FROM w WHERE k = 1", "INSERT INTO w VALUES (1, 'c')"],
+            ["UPDATE t SET k = 2", "UPDATE w SET k = 5 WHERE k = 2"],
+            ["DELETE FROM t WHERE v < 3", "INSERT INTO t(k, v) VALUES (5, 0)"],
+        ],
+    )

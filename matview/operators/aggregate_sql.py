@@ -63,16 +63,20 @@ def sql_step(
             parts.append(f'sum(CASE WHEN {condition}{arg} IS NOT NULL THEN "__w" ELSE 0 END)')
         elif spec.func in ("sum", "total", "avg"):
             layout.append(("sum", len(parts)))
-            parts.append(f"sum(CASE WHEN {condition}typeof({arg}) = 'integer' THEN \"__w\" ELSE 0 END)")
-            parts.append(f"sum(CASE WHEN {condition}typeof({arg}) = 'integer' THEN {arg} * \"__w\" END)")
-            parts.append(f"sum(CASE WHEN {condition}typeof({arg}) = 'integer' AND {arg} > 0 THEN {arg} * \"__w\" END)")
-            parts.append(f"sum(CASE WHEN {condition}typeof({arg}) = 'integer' AND {arg} < 0 THEN {arg} * \"__w\" END)")
+            # No `arg * w`: SQLite turns an overflowing product (−2^63 · −1) into a REAL. Each
+            # weight sign's positive and negative arguments are summed apart (weights are ±1)
+            # and combined exactly in Python; an overflowing sum() raises and Python takes over.
+            integer = f"{condition}typeof({arg}) = 'integer'"
+            parts.append(f'sum(CASE WHEN {integer} THEN "__w" ELSE 0 END)')
+            for sign, weight in (("> 0", "= 1"), ("> 0", "= -1"), ("< 0", "= 1"), ("< 0", "= -1")):
+                parts.append(f'sum(CASE WHEN {integer} AND {arg} {sign} AND "__w" {weight} THEN {arg} END)')
             parts.append(f"sum(CASE WHEN {condition}typeof({arg}) NOT IN ('integer', 'null') THEN 1 ELSE 0 END)")
         else:
             extreme = "min" if spec.func == "min" else "max"
             layout.append(("minmax", len(parts)))
             parts.append(f'{extreme}(CASE WHEN {condition}"__w" > 0 THEN {arg} END)')
             parts.append(f'{extreme}(CASE WHEN {condition}"__w" < 0 THEN {arg} END)')
+    parts.append('max(abs("__w"))')  # the partials above assume every weight is ±1
     group_by = f" GROUP BY {', '.join(groups)}" if groups else ""
     select_groups = ", ".join(groups) + ", " if groups else ""
     try:
@@ -81,6 +85,8 @@ def sql_step(
         ).fetchall()
     except apsw.SQLError:
         return None  # an integer sum left 64 bits inside SQLite: the exact Python path takes over
+    if any(row[-1] not in (None, 1) for row in partials):
+        return None
 
     is_fold = isinstance(params, dict)  # folds bind lo/hi; CREATE reads the base table
     touched: dict[bytes, list[Any]] = {}
@@ -100,10 +106,10 @@ def sql_step(
             if what == "count":
                 group[slot] += row[at] or 0
             elif what == "sum":
-                SumState.add_integer_partials(
-                    group[slot], row[at] or 0, row[at + 1] or 0, row[at + 2] or 0, row[at + 3] or 0
-                )
-                if row[at + 4]:
+                sums = [int(v or 0) for v in row[at + 1 : at + 5]]  # by (argument sign, weight sign)
+                positive, negative = sums[0] - sums[1], sums[2] - sums[3]
+                SumState.add_integer_partials(group[slot], row[at] or 0, positive + negative, positive, negative)
+                if row[at + 5]:
                     reals.append(index)
             else:
                 inserted, deleted = row[at], row[at + 1]

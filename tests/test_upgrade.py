@@ -1,0 +1,52 @@
+"""A file written by matview 0.1.0 (tests/data/matview-0.1.0.db, made by that release: catalog
+format 1, plans of format 1, views as virtual tables in main, a deferred view with a pending
+change) opens, reads exactly, is upgraded, and goes on being maintained."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from oracle import assert_view_matches
+from stock import stock_read
+
+import matview
+
+DATA = Path(__file__).parent / "data" / "matview-0.1.0.db"
+VIEWS = {
+    "totals": "SELECT g, COUNT(*) AS n, SUM(x) AS s, AVG(r) AS a, MIN(x) AS lo, MAX(r) AS hi FROM t GROUP BY g",
+    "rows_d": "SELECT id, x * 2 AS y, g FROM t WHERE x % 2 = 0",
+    "dist": "SELECT DISTINCT g FROM t",
+    "expr": "SELECT g, SUM(x) / COUNT(*) + 1 AS m FROM t GROUP BY g HAVING COUNT(*) > 1",
+}
+
+
+def _check(conn: matview.Connection) -> None:
+    for view, sql in VIEWS.items():
+        assert_view_matches(conn, view, sql)
+
+
+def test_file_of_release_0_1_0_opens_reads_and_is_maintained(tmp_path):
+    path = tmp_path / "old.db"
+    shutil.copyfile(DATA, path)
+    conn = matview.connect(str(path))
+    assert {v.name for v in conn.views()} == set(VIEWS)
+    _check(conn)  # the deferred view's pending change included
+    conn.execute("INSERT INTO t(g, x, r) VALUES ('a', 7, 1.25), ('e', 8, 2.0)")
+    conn.execute("DELETE FROM t WHERE x = 0")
+    with conn:
+        conn.execute("UPDATE t SET g = 'b' WHERE g = 'c'")
+    _check(conn)
+    conn.flush()
+    assert all(conn.view(name).verify() for name in VIEWS)
+    conn.execute("REFRESH MATERIALIZED VIEW totals")
+    conn.execute("CREATE MATERIALIZED VIEW fresh AS SELECT g, TOTAL(r) FROM t GROUP BY g")
+    conn.execute("INSERT INTO t(g, x, r) VALUES ('a', 1, 0.25)")
+    _check(conn)
+    assert_view_matches(conn, "fresh", "SELECT g, TOTAL(r) FROM t GROUP BY g")
+    conn.close()
+    # upgraded: a client without matview reads the views as of their last fold
+    rows = stock_read(path, "SELECT g, n FROM totals ORDER BY g")
+    assert rows and all(isinstance(n, int) for _, n in rows)
