@@ -371,24 +371,25 @@ def build_plan(
         for table in {o.table.name: o.table for o in source.occurrences}.values()
     )
     where_sql = f" WHERE ({where})" if where else ""
+    rows_plan = Plan(
+        exact_distinct=all(has_one_variant(c.decltype, c.collation) for c in columns),
+        sources=sources,
+        aliases=aliases,
+        without_rowid=without_rowid,
+        outer_on=source.outer_on,
+        outer_where=bool(where),
+        outer_key=outer_key,
+        kind="rows",
+        stage1=_stage1([item.text for item in items], source, where_sql),
+        columns=columns,
+        distinct=distinct,
+        signatures=signatures,
+    )
     if not is_aggregate:
         if distinct:
             for output in columns:
                 check_collation(output.collation, f"SELECT DISTINCT column {output.name}")
-        return Plan(
-            exact_distinct=all(has_one_variant(c.decltype, c.collation) for c in columns),
-            sources=sources,
-            aliases=aliases,
-            without_rowid=without_rowid,
-            outer_on=source.outer_on,
-            outer_where=bool(where),
-            outer_key=outer_key,
-            kind="rows",
-            stage1=_stage1([item.text for item in items], source, where_sql),
-            columns=columns,
-            distinct=distinct,
-            signatures=signatures,
-        )
+        return rows_plan
     # GROUP BY terms: ordinals and aliases name select items; columns win over aliases.
     group_terms: list[tuple[Token, ...]] = []
     for span in split_top_level(sql, clauses.group.tokens) if clauses.group else []:
@@ -446,19 +447,11 @@ def build_plan(
         ref is not None and (ref.column is None or has_one_variant(ref.column.decltype, builder.collation_of(toks)))
         for ref, toks in zip(group_refs, group_terms)
     )
-    return Plan(
+    return replace(
+        rows_plan,
         exact_groups=exact_groups,
-        exact_distinct=all(has_one_variant(c.decltype, c.collation) for c in columns),
-        sources=sources,
-        aliases=aliases,
-        without_rowid=without_rowid,
-        outer_on=source.outer_on,
-        outer_where=bool(where),
-        outer_key=outer_key,
         kind="aggregate",
         stage1=_named_stage1(builder.stage1, source, where_sql),
-        columns=columns,
-        distinct=distinct,
         group_collations=group_collations,
         has_group_by=bool(group_terms),
         aggs=tuple(builder.aggs),
@@ -467,5 +460,4 @@ def build_plan(
         post_exprs=tuple(post_exprs),
         having=having,
         rowid_column=rowid_column,
-        signatures=signatures,
     )

@@ -152,4 +152,13 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
                         created.append(name)
             still = scanned_occurrences(conn, term, params, aliases) - delta_at if scanned else set()
             remaining += [f"a change of {table} scans {aliases[o]}" for o in sorted(still)]
+    if source.outer_on and plan.auto_indexes:
+        # the padding term counts, for each row ΔB reaches, its matches in ΔB: the nullable side's
+        # delta log is probed by the join keys there (an inner loop), so it gets their index too
+        right = len(source.occurrences) - 1
+        wanted = probes.get(right)
+        if wanted:
+            name = create_index(conn, names.delta_table(source.occurrences[right].table.name), wanted)
+            if name not in created:
+                created.append(name)
     return replace(plan, indexes=tuple(created), scans=tuple(dict.fromkeys(remaining)))
