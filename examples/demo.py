@@ -45,6 +45,19 @@ def main() -> None:
                     FROM orders GROUP BY region""")
     conn.execute("""CREATE MATERIALIZED VIEW IF NOT EXISTS big_orders WITH (maintenance = 'deferred') AS
                     SELECT id, region, amount * 2 AS doubled FROM orders WHERE amount >= 450""")
+    # joins: every region's manager, and the regions nobody ordered from yet (a LEFT JOIN)
+    conn.execute("CREATE TABLE IF NOT EXISTS regions(name TEXT PRIMARY KEY, manager TEXT)")
+    conn.executemany(
+        "INSERT OR IGNORE INTO regions VALUES (?, ?)",
+        [("north", "Ada"), ("south", "Grace"), ("east", "Ada"), ("west", "Edsger"), ("central", "Barbara"),
+         ("islands", "Barbara")],
+    )
+    conn.execute("""CREATE MATERIALIZED VIEW IF NOT EXISTS by_manager AS
+                    SELECT r.manager, COUNT(*) AS orders, SUM(o.amount) AS total
+                    FROM orders o JOIN regions r ON o.region = r.name GROUP BY r.manager""")
+    conn.execute("""CREATE MATERIALIZED VIEW IF NOT EXISTS quiet_regions AS
+                    SELECT r.name, r.manager FROM regions r LEFT JOIN orders o ON o.region = r.name
+                    WHERE o.id IS NULL""")
     console.print(f"[bold]database:[/bold] {path}")
     show(conn, "SELECT * FROM revenue ORDER BY region", "revenue (immediate) after CREATE")
 
@@ -66,12 +79,14 @@ def main() -> None:
 
     show(conn, "SELECT * FROM revenue ORDER BY region", "revenue after the stream")
     show(conn, "SELECT count(*), sum(doubled) FROM big_orders", "big_orders (deferred, read merges pending)")
+    show(conn, "SELECT * FROM by_manager ORDER BY manager", "by_manager (orders ⋈ regions)")
+    show(conn, "SELECT * FROM quiet_regions ORDER BY name", "quiet_regions (regions ⟕ orders, no order yet)")
     for view in conn.views():
         ok = view.verify()
         console.print(f"verify {view.name}: {'[green]equals its SELECT[/green]' if ok else '[red]DIFFERS[/red]'}")
         if not ok:
             sys.exit(1)
-    console.print("\n" + conn.view("revenue").explain(), markup=False)
+    console.print("\n" + conn.view("by_manager").explain(), markup=False)
     conn.close()
 
 
