@@ -346,7 +346,8 @@ class ViewInfo:
     def explain(self) -> str:
         """The compiled plan: the stage-1 SELECT SQLite runs over deltas, and the operators."""
         plan = self._view.entry.plan
-        stage1 = render(plan.stage1, weight="1", **{f"source{i}": quote(t) for i, t in enumerate(plan.sources)})
+        sources = {f"source{i}": quote(t) for i, t in enumerate(plan.sources)}
+        stage1 = render(plan.stage1, weight="1", outer=plan.outer_kind, **sources)
         tables = ", ".join(plan.tables)
         lines = [f"view {self.name} ({self.maintenance}) over {tables}: {plan.kind}", f"  stage 1: {stage1}"]
         for spec in plan.aggs:

@@ -52,7 +52,7 @@ class DeltaTerms:
         self._delta_sources = [self._delta_source(number, table) for number, table in enumerate(self.tables)]
         self._terms: dict[frozenset[str], list[str]] = {}
         placeholders = {f"source{i}": f"main.{quote(table)}" for i, table in enumerate(plan.sources)}
-        self.base_sql = render(plan.stage1, weight="1", **placeholders)
+        self.base_sql = render(plan.stage1, weight="1", outer=plan.outer_kind, **placeholders)
 
     def _columns(self, table: str) -> tuple[list[str], list[str]]:
         """The user columns of a base table, and the names of its rowid no column shadows."""
@@ -117,58 +117,55 @@ class DeltaTerms:
         return terms
 
     def _outer_terms(self, changed: frozenset[str]) -> list[str]:
-        """Δ(A ⟕ B) for `A LEFT JOIN B ON p`, telescoped over (A, B) (DBSP §7.5: the outer
-        join is the inner join plus the padded antijoin):
+        """Δ(P ⟕ N) for an outer join of a preserved occurrence P and a nullable one N
+        (`P LEFT JOIN N ON p`, or `N RIGHT JOIN P ON p`), telescoped over (P, N) (DBSP §7.5:
+        the outer join is the inner join plus the padded antijoin):
 
-            ΔA ⟕ B_new                                   linear in the preserved side
-          + A_old ⋈ ΔB                                   the inner part (LEFT becomes JOIN)
-          + Σ_{a ∈ A_old reached by ΔB} w(a)·([n_new(a) = 0] − [n_old(a) = 0])·pad(a)
+            ΔP ⟕ N_new                                   linear in the preserved side
+          + P_old ⋈ ΔN                                   the inner part (LEFT/RIGHT becomes JOIN)
+          + Σ_{a ∈ P_old reached by ΔN} w(a)·([n_new(a) = 0] − [n_old(a) = 0])·pad(a)
 
-        where n(a) counts a's matches in B (n_old = n_new − Σ weights of a's matches in ΔB: no
-        old state is stored) and pad(a) is a's row with B's columns NULL — evaluated by SQLite
-        with the user's own select list and WHERE over `a LEFT JOIN (B LIMIT 0)`, so IS NULL,
+        where n(a) counts a's matches in N (n_old = n_new − Σ weights of a's matches in ΔN: no
+        old state is stored) and pad(a) is a's row with N's columns NULL — evaluated by SQLite
+        with the user's own select list and WHERE over `a LEFT JOIN (N LIMIT 0)`, so IS NULL,
         COALESCE, CASE and COUNT(b.x) over padded rows are SQLite's. A row's padding can flip
-        only if ΔB matches it: the term visits those rows alone (found from ΔB, by index)."""
+        only if ΔN matches it: the term visits those rows alone (found from ΔN, by index)."""
         plan = self.plan
-        (left, right), (left_alias, right_alias) = plan.sources, (quote(a) for a in plan.aliases)
-        left_number, right_number = self.tables.index(left), self.tables.index(right)
+        kept = 1 if plan.outer_kind == "RIGHT" else 0
+        nulled = 1 - kept
+        preserved, nullable = plan.sources[kept], plan.sources[nulled]
+        kept_alias, nulled_alias = quote(plan.aliases[kept]), quote(plan.aliases[nulled])
         weight = quote(names.WEIGHT)
         on = plan.outer_on
+        base_kept, base_nulled = f"main.{quote(preserved)}", f"main.{quote(nullable)}"
+        delta_kept = self._delta_sources[self.tables.index(preserved)]
+        delta_nulled = self._delta_sources[self.tables.index(nullable)]
+
+        def term(kept_source: str, nulled_source: str, weights: list[str], outer: str, reach: str = "") -> str:
+            sources = {f"source{kept}": kept_source, f"source{nulled}": nulled_source}
+            return render(plan.stage1, weight=" * ".join(weights), outer=outer, reach=reach, **sources)
+
         terms: list[str] = []
-        left_changed, right_changed = left in changed, right in changed
-        base_left, base_right = f"main.{quote(left)}", f"main.{quote(right)}"
-        if left_changed:
-            terms.append(
-                render(plan.stage1, weight=f"{left_alias}.{weight}", source0=self._delta_sources[left_number],
-                       source1=base_right)
-            )
-        if not right_changed:
+        kept_changed = preserved in changed
+        if kept_changed:
+            terms.append(term(delta_kept, base_nulled, [f"{kept_alias}.{weight}"], plan.outer_kind))
+        if nullable not in changed:
             return terms
-        old_left = self._old_source(left_number, left) if left_changed else base_left
-        left_weight = [f"{left_alias}.{weight}"] if left_changed else []
-        delta_right = self._delta_sources[right_number]
-        terms.append(
-            render(plan.stage1, weight=" * ".join([*left_weight, f"{right_alias}.{weight}"]), source0=old_left,
-                   source1=delta_right, outer="")
-        )
-        user, rowids = self._columns(right)
+        old_kept = self._old_source(self.tables.index(preserved), preserved) if kept_changed else base_kept
+        kept_weight = [f"{kept_alias}.{weight}"] if kept_changed else []
+        terms.append(term(old_kept, delta_nulled, [*kept_weight, f"{nulled_alias}.{weight}"], ""))
+        user, rowids = self._columns(nullable)
         empty = ", ".join([*(quote(c) for c in user), *(f"rowid AS {a}" for a in rowids)])
-        matches = f"(SELECT count(*) FROM {base_right} AS {right_alias} WHERE ({on}))"
-        net = f"(SELECT coalesce(sum({right_alias}.{weight}), 0) FROM {delta_right} AS {right_alias} WHERE ({on}))"
+        matches = f"(SELECT count(*) FROM {base_nulled} AS {nulled_alias} WHERE ({on}))"
+        in_delta = f"{delta_nulled} AS {nulled_alias} WHERE ({on})"
+        net = f"(SELECT coalesce(sum({nulled_alias}.{weight}), 0) FROM {in_delta})"
         flip = f"(({matches} = 0) - ({matches} - {net} = 0))"
-        key = ", ".join(f"{left_alias}.{quote(k)}" for k in plan.outer_key)  # a rowid name or the (NOT NULL) PK
-        reached = (
-            f"({key}) IN (SELECT {key} FROM {delta_right} AS {right_alias} JOIN {old_left} AS {left_alias} ON ({on}))"
-        )
-        terms.append(
-            render(
-                plan.stage1,
-                weight=" * ".join([*left_weight, flip]),
-                source0=old_left,
-                source1=f"(SELECT {empty} FROM {base_right} LIMIT 0)",
-                reach=f" {'AND' if plan.outer_where else 'WHERE'} {reached}",
-            )
-        )
+        key = ", ".join(f"{kept_alias}.{quote(k)}" for k in plan.outer_key)  # a rowid name or the (NOT NULL) PK
+        pairs = f"{delta_nulled} AS {nulled_alias} JOIN {old_kept} AS {kept_alias} ON ({on})"
+        reached = f"({key}) IN (SELECT {key} FROM {pairs})"
+        joiner = "AND" if plan.outer_where else "WHERE"
+        empty_nulled = f"(SELECT {empty} FROM {base_nulled} LIMIT 0)"
+        terms.append(term(old_kept, empty_nulled, [*kept_weight, flip], plan.outer_kind, f" {joiner} {reached}"))
         return terms
 
     def parameters(self, ranges: Ranges) -> dict[str, int]:

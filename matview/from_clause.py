@@ -39,10 +39,10 @@ _AFTER_REFERENCE = {
     TokenType.FULL,
     TokenType.OUTER,
 }
-_JOIN_WORDS = (TokenType.NATURAL, TokenType.CROSS, TokenType.INNER, TokenType.LEFT, TokenType.OUTER)
-_UNSUPPORTED_OUTER = {TokenType.RIGHT: "RIGHT", TokenType.FULL: "FULL"}
-#: the placeholder standing where the user wrote LEFT [OUTER]: "LEFT", or "" for a term that needs
-#: the inner join of the same operands
+_JOIN_WORDS = (TokenType.NATURAL, TokenType.CROSS, TokenType.INNER, TokenType.LEFT, TokenType.RIGHT, TokenType.OUTER)
+_OUTER_KINDS = {TokenType.LEFT: "LEFT", TokenType.RIGHT: "RIGHT"}
+#: the placeholder standing where the user wrote LEFT/RIGHT [OUTER]: that word, or "" for a term
+#: that needs the inner join of the same operands
 OUTER = "outer"
 
 
@@ -74,7 +74,13 @@ class FromClause:
     occurrences: tuple[Occurrence, ...]
     hidden: tuple[frozenset[str], ...]  # per occurrence: lower-cased columns USING/NATURAL merged away
     template: Template  # the clause's text, each reference a placeholder `source<i> AS "alias"`
-    outer_on: str = ""  # `A LEFT JOIN B ON <outer_on>`: the condition as written (two occurrences)
+    outer_on: str = ""  # `A LEFT|RIGHT JOIN B ON <outer_on>`: the condition as written (two occurrences)
+    outer_kind: str = ""  # "LEFT" or "RIGHT"
+
+    @property
+    def preserved(self) -> int:
+        """The occurrence an outer join keeps every row of."""
+        return 1 if self.outer_kind == "RIGHT" else 0
 
     @property
     def tables(self) -> list[str]:
@@ -145,7 +151,8 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
     literal = ""
     position = tokens[0].start  # the text up to here is already in `pieces`
     index = 0
-    natural = outer = False
+    natural = False
+    outer = outer_kind = ""
     outer_at: int | None = None
     outer_on = ""
     while index < len(tokens):
@@ -183,9 +190,9 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
             literal += f" USING ({', '.join(common)})" if common else ""
         position = tokens[index - 1].end
         if outer:
-            outer_at = len(occurrences)
+            outer_at, outer_kind = len(occurrences), outer
         occurrences.append(Occurrence(table, alias))
-        natural = outer = False
+        natural, outer = False, ""
         on_start: int | None = None
         # the join operator and condition up to the next reference
         while index < len(tokens) and not (
@@ -197,8 +204,8 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
                 while close < len(tokens) and tokens[close].kind != TokenType.R_PAREN:
                     close += 1
                 merged |= {fold(t.text) for t in tokens[index + 2 : close] if t.is_name}
-            if depths[index] == 0 and kind in _UNSUPPORTED_OUTER:
-                raise UnsupportedQuery(f"{_UNSUPPORTED_OUTER[kind]} JOIN (an outer join) is not supported yet")
+            if depths[index] == 0 and kind == TokenType.FULL:
+                raise UnsupportedQuery("FULL JOIN (an outer join) is not supported yet")
             if depths[index] == 0 and kind == TokenType.ON and on_start is None:
                 on_start = index + 1
             index += 1
@@ -213,16 +220,16 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
             back = index - 1
             while back >= 0 and depths[back] == 0 and tokens[back].kind in _JOIN_WORDS:
                 natural = natural or tokens[back].kind == TokenType.NATURAL
-                outer = outer or tokens[back].kind == TokenType.LEFT
+                outer = outer or _OUTER_KINDS.get(tokens[back].kind, "")
                 back -= 1
             # CROSS JOIN pins the left table as the outer loop, a plain JOIN lets the delta lead;
             # NATURAL becomes USING (above); LEFT [OUTER] becomes a placeholder
             for word in range(back + 1, separator):
                 kind = tokens[word].kind
-                if kind in (TokenType.CROSS, TokenType.NATURAL, TokenType.LEFT, TokenType.OUTER):
+                if kind in (TokenType.CROSS, TokenType.NATURAL, TokenType.OUTER, *_OUTER_KINDS):
                     literal += sql[position : tokens[word].start]
                     position = tokens[word].end
-                if kind == TokenType.LEFT:
+                if kind in _OUTER_KINDS:
                     template += [literal, OUTER]
                     literal = " "
             index += 1
@@ -230,10 +237,10 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
     template.append(literal + sql[position : tokens[-1].end])
     if outer_at is not None and (len(occurrences) != 2 or hidden[1] or not outer_on):
         raise UnsupportedQuery(
-            "LEFT JOIN is maintained between two tables joined by ON (`A LEFT JOIN B ON …`); "
+            "an outer join is maintained between two tables joined by ON (`A LEFT JOIN B ON …`); "
             "with more tables, USING or NATURAL it is not supported yet"
         )
-    return FromClause(tuple(occurrences), tuple(hidden), tuple(template), outer_on)
+    return FromClause(tuple(occurrences), tuple(hidden), tuple(template), outer_on, outer_kind)
 
 
 def _text(sql: str, tokens: Sequence[Token]) -> str:

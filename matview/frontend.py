@@ -363,7 +363,7 @@ def build_plan(
     is_aggregate = bool(clauses.group or clauses.having or any(calls_per_item))
     sources = tuple(o.table.name for o in source.occurrences)
     aliases = tuple(o.alias for o in source.occurrences)
-    preserved = source.occurrences[0].table
+    preserved = source.occurrences[source.preserved].table
     outer_key = (preserved.rowid_name,) if preserved.has_rowid else preserved.primary_key
     without_rowid = tuple(dict.fromkeys(o.table.name for o in source.occurrences if not o.table.has_rowid))
     signatures = tuple(
@@ -377,6 +377,7 @@ def build_plan(
         aliases=aliases,
         without_rowid=without_rowid,
         outer_on=source.outer_on,
+        outer_kind=source.outer_kind,
         outer_where=bool(where),
         outer_key=outer_key,
         kind="rows",

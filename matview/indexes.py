@@ -135,10 +135,11 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
     params = delta_terms.parameters({})
     created: list[str] = []
     remaining: list[str] = []
+    nullable = 1 - source.preserved
     for table in source.tables:
         terms = delta_terms.terms(frozenset({table}))
-        if source.outer_on and table == source.occurrences[-1].table.name:
-            terms = terms[:-1]  # the padding term reads B as an empty `LIMIT 0` subquery: no scan to fix
+        if source.outer_on and table == source.occurrences[nullable].table.name:
+            terms = terms[:-1]  # the padding term reads N as an empty `LIMIT 0` subquery: no scan to fix
         for position, term in enumerate(terms):
             # the occurrence this term reads as ΔX (an outer join's terms do not map one to one)
             at = [i for i, o in enumerate(source.occurrences) if o.table.name == table]
@@ -153,12 +154,11 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
             still = scanned_occurrences(conn, term, params, aliases) - delta_at if scanned else set()
             remaining += [f"a change of {table} scans {aliases[o]}" for o in sorted(still)]
     if source.outer_on and plan.auto_indexes:
-        # the padding term counts, for each row ΔB reaches, its matches in ΔB: the nullable side's
+        # the padding term counts, for each row ΔN reaches, its matches in ΔN: the nullable side's
         # delta log is probed by the join keys there (an inner loop), so it gets their index too
-        right = len(source.occurrences) - 1
-        wanted = probes.get(right)
+        wanted = probes.get(nullable)
         if wanted:
-            name = create_index(conn, names.delta_table(source.occurrences[right].table.name), wanted)
+            name = create_index(conn, names.delta_table(source.occurrences[nullable].table.name), wanted)
             if name not in created:
                 created.append(name)
     return replace(plan, indexes=tuple(created), scans=tuple(dict.fromkeys(remaining)))

@@ -32,7 +32,8 @@ def template(*parts: str) -> Template:
 
 
 #: placeholders a template may hold besides WEIGHT and source<i>, and their meaning as written:
-#: `outer` stands where the user wrote LEFT [OUTER] (a delta term may need the inner join),
+#: `outer` stands where the user wrote LEFT/RIGHT [OUTER] (a term may need the inner join; plans
+#: pass their `outer_kind`),
 #: `reach` at the end of an outer join's WHERE (a term may restrict the preserved rows it visits)
 PLACEHOLDER_DEFAULTS = {"outer": "LEFT", "reach": ""}
 
@@ -109,7 +110,8 @@ class Plan:
     functions: tuple[str, ...] = ()  # user-defined SQL functions the SELECT calls (lower case)
     aliases: tuple[str, ...] = ()  # the name of each occurrence in the query (its alias or table name)
     without_rowid: tuple[str, ...] = ()  # base tables WITHOUT ROWID
-    outer_on: str = ""  # `A LEFT JOIN B ON <outer_on>`: the condition as written (see circuit.DeltaTerms)
+    outer_on: str = ""  # `A LEFT|RIGHT JOIN B ON <outer_on>`: the condition as written (circuit.DeltaTerms)
+    outer_kind: str = ""  # "LEFT" or "RIGHT": which occurrence keeps all its rows
     outer_where: bool = False  # the outer join's SELECT has a WHERE (the `reach` filter joins it with AND)
     outer_key: tuple[str, ...] = ()  # what identifies a preserved row: a rowid name no column shadows, or the PK
     auto_indexes: bool = True  # create the join-key indexes delta terms need (see `indexes`)

@@ -538,7 +538,7 @@ def test_drop_column_from_stdlib_sqlite3_is_refused_by_sqlite(db: DB) -> None:
 
 
 UNSUPPORTED = [
-    ("SELECT t.id FROM t RIGHT JOIN other ON t.id = other.x", ["join"]),
+    ("SELECT t.id FROM t FULL JOIN other ON t.id = other.x", ["join"]),
     ("SELECT id FROM t WHERE a IN (SELECT x FROM other)", ["subquer"]),
     ("SELECT id FROM t WHERE EXISTS (SELECT 1 FROM other WHERE x = t.a)", ["subquer", "exists"]),
     ("SELECT id, (SELECT COUNT(*) FROM other) AS n FROM t", ["subquer"]),

@@ -91,6 +91,11 @@ def _views(r: random.Random, tables: list[Table]) -> dict[str, str]:
             "ON x.k = y.k AND x.v <= y.v GROUP BY x.v"
         ),
         "left_self": f"SELECT x.id, y.id FROM {c} x LEFT JOIN {c} y ON x.k = y.k AND x.id < y.id",
+        "right": f"SELECT y.id, x.id AS xid, x.v FROM {a} x RIGHT JOIN {b} y ON x.k = y.k",
+        "right_agg": (
+            f"SELECT y.v, count(x.id), sum(x.v), count(*) FROM {a} x RIGHT OUTER JOIN {b} y "
+            "ON x.k = y.k AND x.v > 0 WHERE y.r IS NOT 0.5 GROUP BY y.v"
+        ),
     }
     chosen = r.sample(sorted(shapes), r.randint(2, 6))
     return {name: shapes[name] for name in chosen}
@@ -370,7 +375,7 @@ def test_join_refusals_name_the_construct(tmp_path):
     conn.execute("CREATE TABLE b(k, v)")
     conn.execute("CREATE VIEW pv AS SELECT * FROM a")
     for sql, words in [
-        ("SELECT * FROM a RIGHT JOIN b ON a.k = b.k", "RIGHT JOIN"),
+        ("SELECT * FROM a RIGHT JOIN b ON a.k = b.k JOIN a AS c ON c.id = b.v", "outer join"),
         ("SELECT * FROM a FULL OUTER JOIN b ON a.k = b.k", "JOIN"),
         ("SELECT * FROM a LEFT JOIN b ON a.k = b.k JOIN a AS c ON c.id = b.v", "LEFT JOIN"),
         ("SELECT * FROM a LEFT JOIN b USING (k)", "LEFT JOIN"),
