@@ -69,19 +69,23 @@ def fold_view(conn: apsw.Connection, view: View) -> list[tuple[str, int, int]]:
     if not ranges:
         return ranges
     store = StateStore(conn, view.name, writable=True)
+    set_at_a_time = view.circuit.writes_while_computing(sum(hi - lo for _, lo, hi in ranges))
     try:
-        if view.circuit.writes_while_computing(sum(hi - lo for _, lo, hi in ranges)):
+        if set_at_a_time:
             with savepoint(conn):
                 delta = _view_delta(conn, view, ranges, store)
                 view.table.apply(conn, delta)
         else:
-            delta = _view_delta(conn, view, ranges, store)
-            view.table.apply(conn, delta)
+            delta = _view_delta(conn, view, ranges, store)  # reads only
     except ENVIRONMENT_ERRORS:
         raise
     except Exception as exc:
         view.stalled = f"materialized view {view.name} cannot be folded: {describe(exc)}"
         return []
+    if not set_at_a_time:
+        # outside the guard: an error while writing (a view found inconsistent) must not leave a
+        # half-applied ΔV behind a rolled-forward transaction; it reaches the caller
+        view.table.apply(conn, delta)
     store.flush()
     for table, _lo, hi in ranges:
         catalog.set_progress(conn, view.name, table, hi)
