@@ -97,6 +97,10 @@ class Registry:
         either version moved (another connection's CREATE/DROP, a rollback that took
         shadows with it), never in a loop."""
         views = self.sync()
+        if self._shadowed is not None and self._shadowed[0] == self._schema_version:
+            # Temp is this connection's alone: its shadows change only through matview (which
+            # changes main's version too) or a rollback (which invalidates): no check needed.
+            return views
         # (the table-valued pragma reads main's version whatever its qualifier: temp's needs PRAGMA)
         versions = (self._schema_version or 0, int(scalar(self.conn, "PRAGMA temp.schema_version")))
         if versions != self._shadowed:
