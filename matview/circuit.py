@@ -76,7 +76,8 @@ class DeltaTerms:
     def _old_source(self, number: int, table: str) -> str:
         """X^old = X^new ⊎ (−ΔX), without storing it."""
         user, rowids = self._columns(table)
-        values = ", ".join([*(quote(c) for c in user), *(f"rowid AS {a}" for a in rowids)])
+        # the rowid by a name no user column shadows (`rowid` may be a column of the table)
+        values = ", ".join([*(quote(c) for c in user), *(f"{rowids[0]} AS {a}" for a in rowids)])
         delta = self._delta_sources[number]
         pending = ", ".join([*(quote(c) for c in user), *rowids])
         return (
@@ -155,7 +156,7 @@ class DeltaTerms:
         kept_weight = [f"{kept_alias}.{weight}"] if kept_changed else []
         terms.append(term(old_kept, delta_nulled, [*kept_weight, f"{nulled_alias}.{weight}"], ""))
         user, rowids = self._columns(nullable)
-        empty = ", ".join([*(quote(c) for c in user), *(f"rowid AS {a}" for a in rowids)])
+        empty = ", ".join([*(quote(c) for c in user), *(f"{rowids[0]} AS {a}" for a in rowids)])
         matches = f"(SELECT count(*) FROM {base_nulled} AS {nulled_alias} WHERE ({on}))"
         in_delta = f"{delta_nulled} AS {nulled_alias} WHERE ({on})"
         net = f"(SELECT coalesce(sum({nulled_alias}.{weight}), 0) FROM {in_delta})"

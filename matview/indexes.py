@@ -21,6 +21,7 @@ from sqlglot import exp
 
 from matview import names
 from matview.circuit import DeltaTerms
+from matview.errors import UnsupportedQuery
 from matview.from_clause import FromClause
 from matview.frontend import Compiled
 from matview.keys import BUILTIN_COLLATIONS
@@ -122,14 +123,27 @@ def drop_unused(conn: apsw.Connection, dropped: tuple[str, ...], still_used: set
             conn.execute(f"DROP INDEX IF EXISTS main.{quote(name)}")
 
 
+def _prepare_every_term(conn: apsw.Connection, delta_terms: DeltaTerms, source: FromClause) -> None:
+    """Prepare the terms of a change to every table at once (which includes every term shape:
+    old states, an outer join's inner and padding terms), so a query whose delta terms SQLite
+    would reject is refused at CREATE, not found stalled at its first write."""
+    params = delta_terms.parameters({})
+    for term in delta_terms.terms(frozenset(source.tables)):
+        try:
+            conn.execute(f"EXPLAIN {term}", params).fetchall()
+        except apsw.SQLError as exc:
+            raise UnsupportedQuery(f"matview cannot build the delta terms of this query: {exc}") from None
+
+
 def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
     """Check every single-input delta term of a compiled view (its change capture installed);
     create the indexes scanned occurrences need, unless the view opted out. The plan, with
     the indexes it uses and the loops that remain scans (as messages)."""
     plan, source = compiled.plan, compiled.source
+    delta_terms = DeltaTerms(plan)
+    _prepare_every_term(conn, delta_terms, source)
     if not source.is_join:
         return plan
-    delta_terms = DeltaTerms(plan)
     probes = probed_columns(compiled.tree, source)
     aliases = [o.alias for o in source.occurrences]
     params = delta_terms.parameters({})

@@ -163,15 +163,24 @@ def _refuse_clock_dependent_date(sql: str, function: Token, inner: list[Token]) 
                 "so it is not deterministic"
             )
     for argument in arguments[needed:]:
-        first = argument.tokens[0]
+        first, last = argument.tokens[0], argument.tokens[-1]
         if len(argument.tokens) == 1 and first.kind in (TokenType.STRING, TokenType.NUMBER):
             continue
         if first.kind == TokenType.STRING and first.text.strip()[:1] in ("+", "-", *"0123456789"):
             continue  # '+' || n || ' days': a computed amount, never a time-zone modifier
+        ends_with = len(argument.tokens) >= 3 and argument.tokens[-2].kind == TokenType.DPIPE
+        if ends_with and last.kind == TokenType.STRING and last.text and not _time_zone_suffix(last.text):
+            continue  # n || ' days': SQLite matches a modifier whole, so this is never 'localtime' or 'utc'
         raise UnsupportedQuery(
             f"{where} with a computed modifier ({argument.text}): it could be 'localtime' or 'utc', "
             "which are not deterministic; write modifiers as literals"
         )
+
+
+def _time_zone_suffix(text: str) -> bool:
+    """Whether a string ending in `text` could still be a time-zone modifier."""
+    lowered = text.lower()
+    return any(word.endswith(lowered) for word in ("localtime", "utc"))
 
 
 def _close_paren(tokens: list[Token], open_index: int) -> int:

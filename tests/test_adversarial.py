@@ -184,6 +184,8 @@ def test_integer_primary_key_rowid_survives_vacuum(tmp_path):
         ("date()", "now"),
         ("julianday('now')", "now"),
         ("date(ts, m)", "computed modifier"),
+        ("date(ts, m || 'me')", "computed modifier"),  # 'localtime' ends in 'me'
+        ("date(ts, coalesce(m, '+1 day'))", "computed modifier"),
     ],
 )
 def test_clock_and_time_zone_dependent_dates_refused(tmp_path, expression, word):
@@ -199,6 +201,7 @@ def test_deterministic_dates_maintained(tmp_path):
         ["CREATE TABLE t(id INTEGER PRIMARY KEY, ts INTEGER, n INTEGER)"],
         {
             "d": "SELECT strftime('%Y-%m', ts, 'unixepoch') AS m, date(ts, 'unixepoch', '+' || n || ' days') FROM t",
+            "suffix": "SELECT date(ts, 'unixepoch', (n) || ' days') AS d FROM t",
             "g": "SELECT date(ts, 'unixepoch', 'start of month') AS m, count(*) FROM t GROUP BY m",
         },
         ["INSERT INTO t(ts, n) VALUES (0, 1), (86400 * 40, 2), (1700000000, -3)", "UPDATE t SET n = n + 1"],
