@@ -7,8 +7,9 @@ user's text and replaced by a placeholder, so a delta term can put a delta log, 
 table or its old state in its place while the join conditions stay exactly as written.
 
 Supported: comma lists, `[INNER] JOIN … ON`, `CROSS JOIN`, `NATURAL JOIN`, `JOIN … USING`,
-over base tables of the main schema. Outer joins, subqueries and table-valued functions in
-FROM are refused by name.
+over base tables of the main schema, and one `LEFT`/`RIGHT [OUTER] JOIN … ON` between two
+tables (its LEFT/RIGHT word becomes a placeholder: some delta terms need the inner join). FULL
+and wider outer joins, subqueries and table-valued functions in FROM are refused by name.
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
     hidden: list[frozenset[str]] = []
     template: list[str] = []  # literal text and placeholders, alternating
     literal = ""
-    position = tokens[0].start  # the text up to here is already in `pieces`
+    position = tokens[0].start  # the text up to here is already in `template` or `literal`
     index = 0
     natural = False
     outer = outer_kind = ""
@@ -223,7 +224,7 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
                 outer = outer or _OUTER_KINDS.get(tokens[back].kind, "")
                 back -= 1
             # CROSS JOIN pins the left table as the outer loop, a plain JOIN lets the delta lead;
-            # NATURAL becomes USING (above); LEFT [OUTER] becomes a placeholder
+            # NATURAL becomes USING (above); LEFT/RIGHT [OUTER] becomes a placeholder
             for word in range(back + 1, separator):
                 kind = tokens[word].kind
                 if kind in (TokenType.CROSS, TokenType.NATURAL, TokenType.OUTER, *_OUTER_KINDS):
