@@ -17,7 +17,8 @@ VIEWS = [
     "SELECT g, COUNT(*), COUNT(x), SUM(x), TOTAL(x), AVG(x), MIN(x), MAX(x) FROM t GROUP BY g",
     "SELECT COUNT(*), SUM(x), MIN(x), MAX(y), AVG(y) FROM t",
     "SELECT g, h, MIN(y), MAX(y), SUM(y) FROM t WHERE x > 3 GROUP BY g, h HAVING COUNT(*) > 1",
-    "SELECT g % 3 AS k, COUNT(*) FILTER (WHERE x > 5), SUM(x) FILTER (WHERE y IS NOT NULL), MAX(s) FROM t GROUP BY g % 3",
+    "SELECT g % 3 AS k, COUNT(*) FILTER (WHERE x > 5), SUM(x) FILTER (WHERE y IS NOT NULL), MAX(s) "
+    "FROM t GROUP BY g % 3",
     "SELECT s, SUM(x) / COUNT(*), MAX(x) - MIN(x), SUM(s) FROM t GROUP BY s",
     "SELECT DISTINCT g, MIN(x) FROM t GROUP BY g",
     "SELECT g, x, y FROM t WHERE x % 2 = 0",
