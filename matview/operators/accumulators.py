@@ -203,7 +203,11 @@ class Accumulator:
                 acc = [None, True]
             return acc
         store.add(self.op, key, value, weight, kind)
-        if weight > 0 and not stale and (cached is None or _strictly_better(value, cached, descending)):
+        if weight < 0:
+            # A −1 for another value may cancel a +1 this batch has not reached yet (a user's
+            # trigger can log a row's delete before its insert): re-seek instead of trusting it.
+            return [cached, True]
+        if not stale and (cached is None or _strictly_better(value, cached, descending)):
             acc = [value, False]
         return acc
 
