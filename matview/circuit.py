@@ -62,6 +62,12 @@ class DeltaTerms:
         lowered = {fold(c) for c in user}
         return user, [a for a in ROWID_NAMES if a not in lowered]
 
+    def _table_columns(self, table: str) -> str:
+        """The base table's columns as a delta source shows them, its rowid by a name no user
+        column shadows (`rowid` may be a column of the table)."""
+        user, rowids = self._columns(table)
+        return ", ".join([*(quote(c) for c in user), *(f"{rowids[0]} AS {a}" for a in rowids)])
+
     def _delta_source(self, number: int, table: str) -> str:
         """ΔX: the table's pending delta rows, shaped like the table, with their weight."""
         user, rowids = self._columns(table)
@@ -76,8 +82,7 @@ class DeltaTerms:
     def _old_source(self, number: int, table: str) -> str:
         """X^old = X^new ⊎ (−ΔX), without storing it."""
         user, rowids = self._columns(table)
-        # the rowid by a name no user column shadows (`rowid` may be a column of the table)
-        values = ", ".join([*(quote(c) for c in user), *(f"{rowids[0]} AS {a}" for a in rowids)])
+        values = self._table_columns(table)
         delta = self._delta_sources[number]
         pending = ", ".join([*(quote(c) for c in user), *rowids])
         return (
@@ -155,8 +160,6 @@ class DeltaTerms:
         old_kept = self._old_source(self.tables.index(preserved), preserved) if kept_changed else base_kept
         kept_weight = [f"{kept_alias}.{weight}"] if kept_changed else []
         terms.append(term(old_kept, delta_nulled, [*kept_weight, f"{nulled_alias}.{weight}"], ""))
-        user, rowids = self._columns(nullable)
-        empty = ", ".join([*(quote(c) for c in user), *(f"{rowids[0]} AS {a}" for a in rowids)])
         matches = f"(SELECT count(*) FROM {base_nulled} AS {nulled_alias} WHERE ({on}))"
         in_delta = f"{delta_nulled} AS {nulled_alias} WHERE ({on})"
         net = f"(SELECT coalesce(sum({nulled_alias}.{weight}), 0) FROM {in_delta})"
@@ -165,7 +168,7 @@ class DeltaTerms:
         pairs = f"{delta_nulled} AS {nulled_alias} JOIN {old_kept} AS {kept_alias} ON ({on})"
         reached = f"({key}) IN (SELECT {key} FROM {pairs})"
         joiner = "AND" if plan.outer_where else "WHERE"
-        empty_nulled = f"(SELECT {empty} FROM {base_nulled} LIMIT 0)"
+        empty_nulled = f"(SELECT {self._table_columns(nullable)} FROM {base_nulled} LIMIT 0)"
         terms.append(term(old_kept, empty_nulled, [*kept_weight, flip], plan.outer_kind, f" {joiner} {reached}"))
         return terms
 

@@ -47,3 +47,22 @@ def assert_view_matches(conn: Any, view: str, select_sql: str, check_names: bool
             f"{list(missing.items())[:10]}\n  extra (in view, not in SELECT): {list(extra.items())[:10]}\n"
             f"  view rows={len(view_rows)} select rows={len(want_rows)}"
         )
+
+
+MODES = ("immediate", "deferred")
+
+
+def create_views_both_modes(conn: Any, defs: dict[str, str]) -> dict[str, str]:
+    """CREATE each view twice, `<name>_imm` and `<name>_def`; {view name: its SELECT}."""
+    live = {}
+    for base, sql in defs.items():
+        for mode in MODES:
+            name = f"{base}_{mode[:3]}"
+            conn.execute(f"CREATE MATERIALIZED VIEW {name} WITH (maintenance = '{mode}') AS {sql}")
+            live[name] = sql
+    return live
+
+
+def assert_views_match(conn: Any, live: dict[str, str]) -> None:
+    for name, sql in live.items():
+        assert_view_matches(conn, name, sql)

@@ -10,38 +10,21 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from oracle import assert_view_matches
+from oracle import MODES, assert_view_matches, assert_views_match, create_views_both_modes
 from stock import stock_sqlite3
 
 import matview
-
-MODES = ("immediate", "deferred")
-
-
-def _create_both_modes(conn: Any, defs: dict[str, str]) -> dict[str, str]:
-    live = {}
-    for base, sql in defs.items():
-        for mode in MODES:
-            name = f"{base}_{mode[:3]}"
-            conn.execute(f"CREATE MATERIALIZED VIEW {name} WITH (maintenance = '{mode}') AS {sql}")
-            live[name] = sql
-    return live
-
-
-def _check(conn: Any, live: dict[str, str]) -> None:
-    for name, sql in live.items():
-        assert_view_matches(conn, name, sql)
 
 
 def _run(tmp_path: Path, setup: list[str], defs: dict[str, str], writes: list[str]) -> None:
     conn = matview.connect(str(tmp_path / "db.sqlite"))
     for sql in setup:
         conn.execute(sql)
-    live = _create_both_modes(conn, defs)
-    _check(conn, live)
+    live = create_views_both_modes(conn, defs)
+    assert_views_match(conn, live)
     for sql in writes:
         conn.execute(sql)
-        _check(conn, live)
+        assert_views_match(conn, live)
     conn.close()
 
 
@@ -78,13 +61,13 @@ def test_real_sum_overflow_written_by_stock_client(tmp_path):
     path = tmp_path / "db.sqlite"
     conn = matview.connect(str(path))
     conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, x REAL)")
-    live = _create_both_modes(conn, {"v": "SELECT TOTAL(x), SUM(x), AVG(x) FROM t"})
+    live = create_views_both_modes(conn, {"v": "SELECT TOTAL(x), SUM(x), AVG(x) FROM t"})
     conn.close()
     stock_sqlite3(path, ["INSERT INTO t(x) VALUES (1e308), (1e308)"])
     conn = matview.connect(str(path))
-    _check(conn, live)
+    assert_views_match(conn, live)
     conn.execute("INSERT INTO t(x) VALUES (1.0)")  # a matview write folds the stock client's rows
-    _check(conn, live)
+    assert_views_match(conn, live)
     conn.close()
 
 
@@ -159,16 +142,16 @@ def test_integer_primary_key_rowid_survives_vacuum(tmp_path):
     conn.execute("CREATE TABLE u(a)")
     conn.execute("INSERT INTO t(id, a) VALUES (5, 'x'), (9, 'y'), (20, 'z')")
     conn.execute("INSERT INTO u(a) VALUES (1), (2), (3)")
-    live = _create_both_modes(conn, {"v": "SELECT rowid, a FROM t", "w": "SELECT a, count(*) FROM u GROUP BY a"})
+    live = create_views_both_modes(conn, {"v": "SELECT rowid, a FROM t", "w": "SELECT a, count(*) FROM u GROUP BY a"})
     conn.execute("DELETE FROM u WHERE a = 1")
     conn.close()
     stock_sqlite3(path, ["VACUUM"])
     conn = matview.connect(str(path))
     conn.execute("VACUUM")
-    _check(conn, live)
+    assert_views_match(conn, live)
     conn.execute("INSERT INTO t(a) VALUES ('w')")
     conn.execute("DELETE FROM u WHERE a = 2")
-    _check(conn, live)
+    assert_views_match(conn, live)
     conn.close()
 
 

@@ -30,7 +30,7 @@ for _p in (str(_HERE), str(_HERE.parent)):
         sys.path.insert(0, _p)
 
 import strategies as S  # noqa: E402, N812
-from oracle import assert_view_matches, bag, typed  # noqa: E402
+from oracle import assert_view_matches, assert_views_match, bag, create_views_both_modes, typed  # noqa: E402
 from stock import stock_sqlite3  # noqa: E402
 
 matview: Any = pytest.importorskip("matview")
@@ -561,26 +561,11 @@ def test_supported_construct(tmp_path, view_sql):
 # deterministic scenarios
 
 
-def _views_both_modes(conn: Any, defs: dict[str, str]) -> dict[str, str]:
-    live = {}
-    for base, sql in defs.items():
-        for mode in ("immediate", "deferred"):
-            name = f"{base}_{mode[:3]}"
-            conn.execute(f"CREATE MATERIALIZED VIEW {name} WITH (maintenance = '{mode}') AS {sql}")
-            live[name] = sql
-    return live
-
-
-def _check_all(conn: Any, live: dict[str, str]) -> None:
-    for name, sql in live.items():
-        assert_view_matches(conn, name, sql)
-
-
 def test_empty_table_aggregates(tmp_path):
     path = str(tmp_path / "db.sqlite")
     conn = matview.connect(path)
     conn.execute("CREATE TABLE e (id INTEGER PRIMARY KEY, x INTEGER, y REAL, s TEXT)")
-    live = _views_both_modes(
+    live = create_views_both_modes(
         conn,
         {
             "whole": "SELECT COUNT(*), COUNT(x), SUM(x), TOTAL(y), AVG(y), MIN(x), MAX(s), GROUP_CONCAT(s), "
@@ -590,26 +575,26 @@ def test_empty_table_aggregates(tmp_path):
             "having": "SELECT COUNT(*) FROM e HAVING COUNT(*) > 0",
         },
     )
-    _check_all(conn, live)
+    assert_views_match(conn, live)
     for name in ("whole_imm", "whole_def", "filtered_imm", "expr_def"):
         rows = conn.execute(f"SELECT * FROM {name}").fetchall()
         assert len(rows) == 1, (name, rows)
     assert conn.execute("SELECT * FROM whole_imm").fetchall()[0][:5] == (0, 0, None, 0.0, None)
     assert conn.execute("SELECT * FROM having_def").fetchall() == []
     conn.execute("INSERT INTO e (x, y, s) VALUES (1, 0.5, 'a'), (7, 1.25, 'b')")
-    _check_all(conn, live)
+    assert_views_match(conn, live)
     assert conn.execute("SELECT * FROM having_imm").fetchall() == [(2,)]
     conn.execute("DELETE FROM e")
-    _check_all(conn, live)
+    assert_views_match(conn, live)
     assert conn.execute("SELECT * FROM whole_def").fetchall()[0][:5] == (0, 0, None, 0.0, None)
     with conn:
         conn.execute("INSERT INTO e (x) VALUES (9)")
-        _check_all(conn, live)
+        assert_views_match(conn, live)
         conn.execute("DELETE FROM e")
-        _check_all(conn, live)
+        assert_views_match(conn, live)
     conn.close()
     conn = matview.connect(path)
-    _check_all(conn, live)
+    assert_views_match(conn, live)
     conn.close()
 
 
@@ -617,7 +602,7 @@ def test_group_empties_and_comes_back(tmp_path):
     path = str(tmp_path / "db.sqlite")
     conn = matview.connect(path)
     conn.execute("CREATE TABLE g (id INTEGER PRIMARY KEY, k TEXT, v INTEGER)")
-    live = _views_both_modes(
+    live = create_views_both_modes(
         conn,
         {
             "byk": "SELECT k, COUNT(*) AS n, SUM(v) AS total, MIN(v), MAX(v), GROUP_CONCAT(v) FROM g GROUP BY k",
@@ -625,30 +610,30 @@ def test_group_empties_and_comes_back(tmp_path):
         },
     )
     conn.execute("INSERT INTO g (k, v) VALUES ('a', 1), ('a', 2), ('b', 3)")
-    _check_all(conn, live)
+    assert_views_match(conn, live)
     conn.execute("DELETE FROM g WHERE k = 'a'")
-    _check_all(conn, live)
+    assert_views_match(conn, live)
     for name in ("byk_imm", "byk_def"):
         assert [r[0] for r in conn.execute(f"SELECT * FROM {name}").fetchall()] == ["b"]
     conn.execute("INSERT INTO g (k, v) VALUES ('a', 10)")
-    _check_all(conn, live)
+    assert_views_match(conn, live)
     assert sorted(conn.execute("SELECT k, n, total FROM byk_def").fetchall()) == [("a", 1, 10), ("b", 1, 3)]
     # empty and refill the same group inside one transaction, and across a rollback
     with conn:
         conn.execute("DELETE FROM g WHERE k = 'b'")
-        _check_all(conn, live)
+        assert_views_match(conn, live)
         conn.execute("INSERT INTO g (k, v) VALUES ('b', 4)")
-        _check_all(conn, live)
+        assert_views_match(conn, live)
     conn.execute("BEGIN")
     conn.execute("DELETE FROM g")
-    _check_all(conn, live)
+    assert_views_match(conn, live)
     conn.execute("ROLLBACK")
-    _check_all(conn, live)
+    assert_views_match(conn, live)
     conn.execute("UPDATE g SET k = 'c' WHERE k = 'a'")  # group a moves to c
-    _check_all(conn, live)
+    assert_views_match(conn, live)
     conn.flush()
     conn.execute("UPDATE g SET k = 'a'")
-    _check_all(conn, live)
+    assert_views_match(conn, live)
     conn.close()
 
 
@@ -660,7 +645,7 @@ def test_many_groups(tmp_path, seed):
     conn = matview.connect(path)
     conn.execute("CREATE TABLE big (id INTEGER PRIMARY KEY, k INTEGER, v REAL, s TEXT)")
     ngroups = 1500
-    before = _views_both_modes(
+    before = create_views_both_modes(
         conn,
         {
             "agg": "SELECT k, COUNT(*) AS n, SUM(v), MIN(v), MAX(s), AVG(v), TOTAL(v), COUNT(DISTINCT s) "
@@ -671,7 +656,7 @@ def test_many_groups(tmp_path, seed):
     rows = [(rng.randrange(ngroups), rng.randint(-400, 400) * 0.25, rng.choice("abcdefg")) for _ in range(5000)]
     with conn:
         conn.executemany("INSERT INTO big (k, v, s) VALUES (?, ?, ?)", rows)
-    after = _views_both_modes(
+    after = create_views_both_modes(
         conn,
         {
             "bucket": "SELECT k % 97 AS b, COUNT(*), SUM(k) FROM big GROUP BY k % 97 HAVING COUNT(*) > 45",
@@ -680,7 +665,7 @@ def test_many_groups(tmp_path, seed):
         },
     )
     live = {**before, **after}
-    _check_all(conn, live)
+    assert_views_match(conn, live)
     assert conn.execute("SELECT COUNT(*) FROM agg_imm").fetchall()[0][0] >= 1000
     for step in range(14):
         a = rng.randrange(ngroups)
@@ -703,7 +688,7 @@ def test_many_groups(tmp_path, seed):
             with conn:
                 conn.execute(f"DELETE FROM big WHERE k BETWEEN {a} AND {b}")
                 conn.execute(f"INSERT INTO big (k, v, s) SELECT k, v, s FROM big WHERE k BETWEEN {b} AND {b + 30}")
-                _check_all(conn, live)
+                assert_views_match(conn, live)
                 conn.execute(f"UPDATE big SET k = {a} WHERE k = {b + 1}")
         elif op == "reopen":
             conn.close()
@@ -714,9 +699,9 @@ def test_many_groups(tmp_path, seed):
         else:
             conn.execute("BEGIN")
             conn.execute(f"DELETE FROM big WHERE k < {a}")
-            _check_all(conn, live)
+            assert_views_match(conn, live)
             conn.execute("ROLLBACK")
-        _check_all(conn, live)
+        assert_views_match(conn, live)
     conn.close()
 
 
@@ -776,10 +761,10 @@ def _regression(tmp_path, setup: list[str], views: dict[str, str], writes: list[
             except matview.UnsupportedQuery as e:
                 raise AssertionError(f"supported view refused: {sql}\n  -> {e!r}") from e
             live[name] = sql
-    _check_all(conn, live)
+    assert_views_match(conn, live)
     for sql in writes:
         conn.execute(sql)
-        _check_all(conn, live)
+        assert_views_match(conn, live)
     conn.close()
 
 
@@ -884,11 +869,11 @@ def test_regression_deferred_min_max_bulk_fold(tmp_path):
     the UPDATE, or immediate mode, gave the right answer."""
     conn = matview.connect(str(tmp_path / "db.sqlite"))
     conn.execute("CREATE TABLE t (k INTEGER, v INTEGER)")
-    live = _views_both_modes(
+    live = create_views_both_modes(
         conn, {"mx": "SELECT k, MAX(v) FROM t GROUP BY k", "mn": "SELECT k, MIN(v) FROM t GROUP BY k"}
     )
     rows = [(7, None), *[(100 + i, 0) for i in range(40)], (8, 0), (17, 5), (18, 0)]
     conn.executemany("INSERT INTO t VALUES (?, ?)", rows)
     conn.execute("UPDATE t SET k = k + 1")
-    _check_all(conn, live)
+    assert_views_match(conn, live)
     conn.close()

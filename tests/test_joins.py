@@ -16,12 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))
-from oracle import assert_view_matches
+from oracle import assert_view_matches, create_views_both_modes
 from stock import stock_sqlite3
 
 import matview
-
-MODES = ("immediate", "deferred")
 
 # key column types, and the values each may hold (1, 1.0 and '1' meet by affinity, or don't)
 KEY_TYPES = {
@@ -164,12 +162,7 @@ class Runner:
             self.conn.execute(table.create())
             for ident in range(1, 6):
                 self.conn.execute(f"INSERT INTO {table.name} VALUES {_row(self.rng, table, ident)}")
-        self.live: dict[str, str] = {}
-        for name, sql in program.views.items():
-            for mode in MODES:
-                view = f"{name}_{mode[:3]}"
-                self.conn.execute(f"CREATE MATERIALIZED VIEW {view} WITH (maintenance = '{mode}') AS {sql}")
-                self.live[view] = sql
+        self.live = create_views_both_modes(self.conn, program.views)
         self.check()
 
     def check(self) -> None:
@@ -231,11 +224,7 @@ def _scenario(tmp_path: Path, setup: list[str], views: dict[str, str], steps: li
     conn = matview.connect(str(tmp_path / "db.sqlite"))
     for sql in setup:
         conn.execute(sql)
-    live = {}
-    for name, sql in views.items():
-        for mode in MODES:
-            conn.execute(f"CREATE MATERIALIZED VIEW {name}_{mode[:3]} WITH (maintenance = '{mode}') AS {sql}")
-            live[f"{name}_{mode[:3]}"] = sql
+    live = create_views_both_modes(conn, views)
     for step in [[], *steps]:
         with conn:
             for sql in step:
