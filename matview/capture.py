@@ -105,11 +105,14 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
     already = " AND ".join([same("p", "t0"), *(f"p.{c} IS t0.{c} COLLATE BINARY" for c in user_columns)])
     gone = f"NOT EXISTS (SELECT 1 FROM {t} AS t0 WHERE {same('t0', 'p')})"
     took_key = same("p", "new")
-    # a preimage row follows its row through updates (a user's trigger may update it
-    # between capture and the REPLACE that deletes it)
-    follow = ", ".join(
-        [*([f"{quote(names.ROWID)} = new.{rid}"] if table.has_rowid else []), *(f"{c} = new.{c}" for c in user_columns)]
-    )
+    # A preimage row follows its row through updates (a user's trigger may update it between
+    # capture and the REPLACE that deletes it). It takes the row's *current* image, not
+    # new's: a user's AFTER UPDATE trigger fires before ours and may already have updated or
+    # deleted the row again, and an entry must never stand for a row that is gone.
+    image_columns = [quote(names.ROWID), *user_columns]
+    current_row = f"SELECT {row('t0')} FROM {t} AS t0 WHERE {same('t0', 'new')}"
+    follow = f"({', '.join(image_columns)}) = ({current_row})"
+    row_gone = f"NOT EXISTS (SELECT 1 FROM {t} AS t0 WHERE {same('t0', 'new')})"
     trg = {e: quote(names.trigger(table.name, e)) for e in CAPTURE_EVENTS}
 
     def capture(extra: str = "") -> str:
@@ -149,6 +152,7 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
           INSERT INTO {target} SELECT {row("p")}, -1 FROM {pre} AS p
             WHERE ({conflicts("p")}) AND NOT ({same("p", "old")}) AND ({gone} OR ({took_key}));
           DELETE FROM {pre} WHERE ({conflicts("")}) AND NOT ({same("", "old")});
+          DELETE FROM {pre} WHERE {same("", "old")} AND {row_gone};
           UPDATE {pre} SET {follow} WHERE {same("", "old")};
         END;
         CREATE TRIGGER IF NOT EXISTS {trg["delete"]} AFTER DELETE ON {t} BEGIN

@@ -177,8 +177,8 @@ def find_aggregate_calls(sql: str, tokens: Sequence[Token]) -> list[AggregateCal
             close = matching_paren(tokens, index + 1)
             inner = list(tokens[index + 2 : close])
             distinct = bool(inner) and inner[0].kind == TokenType.DISTINCT
-            if distinct:
-                inner = inner[1:]
+            if inner and inner[0].kind in (TokenType.DISTINCT, TokenType.ALL):
+                inner = inner[1:]  # ALL is the default quantifier
             args = tuple(a for a in split_top_level(sql, inner) if a) if inner else ()
             if name in ("min", "max") and len(args) != 1:
                 index += 1

@@ -366,3 +366,54 @@ def test_min_max_when_a_user_trigger_deletes_the_row_it_inserts(tmp_path, mode):
         for name, select in views.items():
             assert_view_matches(conn, name, select)
     conn.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_upsert_when_a_user_trigger_deletes_the_updated_row(tmp_path, mode):
+    """An upsert's BEFORE INSERT trigger saves the conflicting row as a REPLACE preimage; the
+    user's AFTER UPDATE trigger (fired before matview's) deletes that row, so the preimage must
+    not follow it to its new image: a later row of the statement would log its delete twice."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, c0 INTEGER)")
+    conn.execute("CREATE TABLE w(id INT NOT NULL, c0 INTEGER, PRIMARY KEY (id)) WITHOUT ROWID")
+    conn.execute("INSERT INTO t(c0) VALUES (0), (0), ('a')")
+    conn.execute("INSERT INTO w VALUES (1, 0), (2, 0)")
+    views = {
+        "rows": "SELECT 0 FROM t",
+        "groups": "SELECT COUNT(*) + COUNT(*) FROM t GROUP BY id",
+        "keyed": "SELECT id, c0 FROM w",
+    }
+    for name, sql in views.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} WITH (maintenance = '{mode}') AS {sql}")
+    conn.execute('CREATE TRIGGER "user t" AFTER UPDATE ON t BEGIN DELETE FROM t WHERE id = 1; END')
+    conn.execute('CREATE TRIGGER "user w" AFTER UPDATE ON w BEGIN UPDATE w SET c0 = c0 + 10 WHERE id = 1; END')
+    writes = (
+        "INSERT INTO t (id, c0) VALUES (1, 0), (1, 0), (1, 0) ON CONFLICT (id) DO UPDATE SET c0 = c0 + 1",
+        "INSERT INTO t (c0) VALUES (0)",
+        "INSERT INTO w VALUES (1, 5), (1, 6) ON CONFLICT (id) DO UPDATE SET c0 = excluded.c0",
+        "REPLACE INTO w VALUES (1, 7)",
+    )
+    for sql in writes:
+        conn.execute(sql)
+        for name, select in views.items():
+            assert_view_matches(conn, name, select)
+    conn.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_all_quantifier_of_an_aggregate(tmp_path, mode):
+    """`SUM(ALL x)` is valid SQLite (ALL is the default); 0.1.0's rewrite broke it."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g, x, y)")
+    conn.execute("INSERT INTO t(g, x, y) VALUES (1, 1, 2), (1, 3, NULL), (2, 1, 1)")
+    views = {
+        "totals": "SELECT SUM(ALL x), COUNT(ALL y) FROM t",
+        "groups": "SELECT g, group_concat(ALL x), max(ALL x), sum(ALL x) + 1 FROM t GROUP BY g",
+    }
+    for name, sql in views.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} WITH (maintenance = '{mode}') AS {sql}")
+    for write in ("INSERT INTO t(g, x, y) VALUES (1, 5, 5)", "DELETE FROM t WHERE x = 1"):
+        conn.execute(write)
+        for name, select in views.items():
+            assert_view_matches(conn, name, select)
+    conn.close()
