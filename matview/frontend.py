@@ -22,6 +22,7 @@ from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
 from matview.from_clause import ColumnRef, FromClause, read_from_clause
+from matview.inline import inline_query
 from matview.keys import check_collation
 from matview.names import fold, quote
 from matview.plan import WEIGHT, AggSpec, OutputColumn, Plan, PostColumn, Template
@@ -33,6 +34,7 @@ from matview.sqltext import (
     Token,
     find_aggregate_calls,
     normalized,
+    parse_sqlite,
     splice,
     split_clauses,
     split_top_level,
@@ -64,6 +66,9 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
     """Compile the defining SELECT of a view, or raise `Error` / `UnsupportedQuery`."""
     sql, tokens = one_statement(sql)
     names, decltypes = probe_columns(conn, sql)
+    inlined = inline_query(conn, sql)
+    if inlined.sql != sql:
+        sql, tokens = one_statement(inlined.sql)
     tree = parse_select(sql)
     refuse_unsupported(tree)
     functions = refuse_nondeterministic(conn, sql, tokens)
@@ -71,7 +76,8 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
     source = read_from_clause(conn, sql, clauses.from_.tokens)
     refuse_unstable_rowid(tokens, source)
     plan = build_plan(conn, sql, clauses, source, names, decltypes, tree)
-    return Compiled(replace(plan, functions=functions, auto_indexes=auto_indexes), tree, source)
+    plan = replace(plan, functions=functions, auto_indexes=auto_indexes, plain_views=inlined.views)
+    return Compiled(plan, tree, source)
 
 
 def compile_view(conn: apsw.Connection, sql: str) -> Plan:
@@ -297,9 +303,9 @@ def _same_with(candidate: str, column: str, term: str, original: str) -> bool:
     """True when `candidate` (original with one span replaced by `column`) parses like the
     original once `column` is replaced back by the parsed `term`."""
     try:
-        replaced = sqlglot.parse_one(f"SELECT {candidate}", read="sqlite")
-        term_ast = sqlglot.parse_one(f"SELECT {term}", read="sqlite").expressions[0]
-        expected = sqlglot.parse_one(f"SELECT {original}", read="sqlite")
+        replaced = parse_sqlite(f"SELECT {candidate}")
+        term_ast = parse_sqlite(f"SELECT {term}").expressions[0]
+        expected = parse_sqlite(f"SELECT {original}")
     except sqlglot.errors.ParseError:
         return False
     name = column.strip('"')

@@ -118,6 +118,7 @@ class Plan:
     indexes: tuple[str, ...] = ()  # matview's indexes this view's delta terms use
     scans: tuple[str, ...] = ()  # delta-term loops that remain scans, as messages
     needs_refresh: str = ""  # why the stored state is void (a shared base table's capture was rebuilt)
+    plain_views: tuple[tuple[str, str], ...] = ()  # plain views the SELECT reads (inlined): name, CREATE VIEW text
 
     @property
     def group_count(self) -> int:
@@ -159,4 +160,5 @@ class Plan:
         data["signatures"] = tuple(
             (table, tuple(tuple(c) for c in signature)) for table, signature in data["signatures"]
         )
+        data["plain_views"] = tuple(tuple(v) for v in data.get("plain_views", ()))
         return cls(**data)

@@ -131,6 +131,16 @@ class Registry:
     def _validate(self, entry: ViewEntry) -> str | None:
         if entry.plan.needs_refresh:
             return entry.plan.needs_refresh
+        for view_name, view_sql in entry.plan.plain_views:
+            now = self.conn.execute(
+                "SELECT sql FROM main.sqlite_master WHERE type = 'view' AND name = ? COLLATE NOCASE", (view_name,)
+            ).fetchone()
+            if now is None or now[0] != view_sql:
+                change = "dropped" if now is None else "redefined"
+                return (
+                    f"materialized view {entry.name}: the view {view_name} it reads was {change}; "
+                    "DROP the materialized view and CREATE it again"
+                )
         for table in entry.base_tables:
             try:
                 info = read_table(self.conn, table)

@@ -8,8 +8,10 @@ own sources and columns, so SQLite evaluates exactly what the user wrote.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlglot
 from sqlglot.tokens import TokenType
@@ -55,6 +57,29 @@ def tokenize(sql: str) -> list[Token]:
     except sqlglot.errors.TokenError as exc:
         raise Error(f"cannot tokenize view definition: {exc}") from exc
     return [Token(t.token_type, t.text, t.start, t.end + 1) for t in raw]
+
+
+#: functions sqlglot parses with a grammar of their own that rejects SQLite's plain calls
+#: (`trim(a < 1)`), each with a same-length stand-in parsed as an ordinary call
+_PARSE_STAND_INS = {"trim": "__tr"}
+
+
+def parse_sqlite(sql: str) -> Any:
+    """sqlglot's tree of `sql`, offsets kept: where sqlglot's own grammar of a function
+    rejects a call SQLite accepts, the name is swapped for a same-length stand-in (the tree
+    is for structure and column positions; no SQL is generated from it)."""
+    try:
+        return sqlglot.parse_one(sql, read="sqlite")
+    except sqlglot.errors.ParseError:
+        tokens = tokenize(sql)
+        edits = [
+            (t.start, t.end, _PARSE_STAND_INS[t.text.lower()])
+            for t, after in itertools.pairwise(tokens)
+            if t.text.lower() in _PARSE_STAND_INS and not t.is_quoted and after.kind == TokenType.L_PAREN
+        ]
+        if not edits:
+            raise
+        return sqlglot.parse_one(splice(sql, edits), read="sqlite")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from matview.errors import Error, UnsupportedQuery
 from matview.from_clause import FromClause
 from matview.names import quote
 from matview.schema import ROWID_NAMES
-from matview.sqltext import AGGREGATE_NAMES, Token, split_top_level, tokenize
+from matview.sqltext import AGGREGATE_NAMES, Token, parse_sqlite, split_top_level, tokenize
 
 _DATE_FUNCTIONS = {"date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff"}
 _SQLITE_DETERMINISTIC = 0x800
@@ -66,7 +66,7 @@ def _sqlite_message(exc: BaseException) -> str:
 
 def parse_select(sql: str) -> Any:
     try:
-        tree = sqlglot.parse_one(sql, read="sqlite")
+        tree = parse_sqlite(sql)
     except sqlglot.errors.ParseError as exc:
         raise UnsupportedQuery(f"matview cannot analyze this SELECT: {exc}") from None
     return tree

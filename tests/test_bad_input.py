@@ -542,7 +542,9 @@ UNSUPPORTED = [
     ("SELECT id FROM t WHERE a IN (SELECT x FROM other)", ["subquer"]),
     ("SELECT id FROM t WHERE EXISTS (SELECT 1 FROM other WHERE x = t.a)", ["subquer", "exists"]),
     ("SELECT id, (SELECT COUNT(*) FROM other) AS n FROM t", ["subquer"]),
-    ("SELECT id FROM (SELECT id, a FROM t) WHERE a > 1", ["subquer"]),
+    ("SELECT id FROM (SELECT id, a FROM t LIMIT 3) WHERE a > 1", ["subquer", "limit"]),
+    ("SELECT t.id FROM t JOIN (SELECT b, COUNT(*) AS n FROM t GROUP BY b) s ON s.b = t.b", ["subquery s", "group by"]),
+    ("SELECT id FROM t LEFT JOIN (SELECT x FROM other) o ON o.x = t.id", ["outer join", "subquery"]),
     ("SELECT b, COUNT(*) FROM t GROUP BY b HAVING COUNT(*) > (SELECT COUNT(*) FROM other)", ["subquer"]),
     ("SELECT id FROM t UNION SELECT x FROM other", ["union"]),
     ("SELECT id FROM t UNION ALL SELECT id FROM t", ["union"]),
@@ -551,7 +553,7 @@ UNSUPPORTED = [
     ("SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS rn FROM t", ["window"]),
     ("SELECT id, SUM(a) OVER (PARTITION BY b) AS s FROM t", ["window"]),
     ("SELECT id, SUM(a) OVER w AS s FROM t WINDOW w AS (ORDER BY id)", ["window"]),
-    ("WITH c AS (SELECT id, a FROM t) SELECT id FROM c", ["cte", "with", "common table"]),
+    ("WITH c AS (SELECT DISTINCT a FROM t) SELECT a FROM c", ["cte c", "distinct"]),
     (
         "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT n FROM r",
         ["cte", "with", "common table", "recursive"],
@@ -571,7 +573,7 @@ UNSUPPORTED = [
     ("SELECT id, changes() AS ch FROM t", ["changes"]),
     ("SELECT id, last_insert_rowid() AS r FROM t", ["last_insert_rowid"]),
     ("SELECT k, group_concat(v) AS g FROM nokey GROUP BY k", ["group_concat"]),
-    ("SELECT id FROM plain_view", ["view", "plain_view"]),
+    ("SELECT id FROM plain_view WHERE a IN (SELECT x FROM other)", ["subquer"]),
 ]
 
 

@@ -51,6 +51,7 @@ class Program:
     tables: list[Table]
     views: dict[str, str]
     steps: list[list[str] | str] = field(default_factory=list)  # a transaction, or a special step
+    plain_views: list[str] = field(default_factory=list)  # CREATE VIEW statements the views may read
 
 
 def _views(r: random.Random, tables: list[Table]) -> dict[str, str]:
@@ -132,12 +133,17 @@ def _write(r: random.Random, tables: list[Table]) -> str:
     return f"DELETE FROM {t.name} WHERE id = {r.randint(1, 12)}"
 
 
-def random_program(r: random.Random) -> Program:
+def random_program(r: random.Random, views: Any = None) -> Program:
+    """Tables, views (from `views(r, tables)`: a dict, or a (dict, plain views) pair) and steps."""
     count = r.randint(2, 3)
     tables = [
         Table(f"t{i}", r.choice(sorted(KEY_TYPES)), r.random() < 0.2) for i in range(count)
     ]
-    program = Program(tables, _views(r, tables))
+    chosen = (views or _views)(r, tables)
+    if isinstance(chosen, tuple):
+        program = Program(tables, chosen[0], plain_views=chosen[1])
+    else:
+        program = Program(tables, chosen)
     for _ in range(r.randint(4, 9)):
         special = r.random()
         if special < 0.08:
@@ -162,6 +168,8 @@ class Runner:
             self.conn.execute(table.create())
             for ident in range(1, 6):
                 self.conn.execute(f"INSERT INTO {table.name} VALUES {_row(self.rng, table, ident)}")
+        for statement in program.plain_views:
+            self.conn.execute(statement)
         self.live = create_views_both_modes(self.conn, program.views)
         self.check()
 
@@ -368,8 +376,8 @@ def test_join_refusals_name_the_construct(tmp_path):
         ("SELECT * FROM a FULL OUTER JOIN b ON a.k = b.k", "JOIN"),
         ("SELECT * FROM a LEFT JOIN b ON a.k = b.k JOIN a AS c ON c.id = b.v", "LEFT JOIN"),
         ("SELECT * FROM a LEFT JOIN b USING (k)", "LEFT JOIN"),
-        ("SELECT * FROM a JOIN (SELECT k FROM b) s ON a.k = s.k", "subquery"),
-        ("SELECT * FROM a JOIN pv ON a.id = pv.id", "view"),
+        ("SELECT * FROM a JOIN (SELECT k, count(*) FROM b GROUP BY k) s ON a.k = s.k", "subquery s with GROUP BY"),
+        ("SELECT * FROM a LEFT JOIN pv ON a.id = pv.id", "outer join with a FROM-subquery, CTE or view"),
         ("SELECT group_concat(v) FROM a JOIN b ON a.k = b.k", "GROUP_CONCAT"),
         ("SELECT b.rowid FROM a JOIN b ON a.k = b.k", "VACUUM"),
     ]:
