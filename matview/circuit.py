@@ -97,8 +97,8 @@ class DeltaTerms:
         if found is not None:
             return found
         plan = self.plan
-        if plan.outer_on:
-            terms = self._outer_terms(changed)
+        if plan.outer_on or plan.root_recompute:
+            terms = self._outer_terms(changed) if plan.outer_on else self._root_terms(changed)
             self._terms[changed] = terms
             return terms
         single = len(plan.sources) == 1
@@ -171,6 +171,66 @@ class DeltaTerms:
         empty_nulled = f"(SELECT {self._table_columns(nullable)} FROM {base_nulled} LIMIT 0)"
         terms.append(term(old_kept, empty_nulled, [*kept_weight, flip], plan.outer_kind, f" {joiner} {reached}"))
         return terms
+
+    def _true_old_source(self, number: int, table: str) -> str:
+        """X^old as a set of rows (not a Z-set: an outer join's padding needs real rows): the
+        rows of X none of whose images the pending changes inserted, and the images they
+        deleted. Images compare exactly (identity, types and bytes), as the log records them."""
+        user, rowids = self._columns(table)
+        delta = quote(names.delta_table(table))
+        seq, weight, rowid = quote(names.SEQ), quote(names.WEIGHT), quote(names.ROWID)
+        in_range = f"{seq} > :lo{number} AND {seq} <= :hi{number}"
+        exact = ", ".join([rowid, *(f"typeof({quote(c)}), {quote(c)} COLLATE BINARY" for c in user)])
+        deleted_columns = ", ".join([*(quote(c) for c in user), *(f"{rowid} AS {a}" for a in rowids)])
+        deleted = f"SELECT {deleted_columns} FROM {delta} WHERE {in_range} GROUP BY {exact} HAVING sum({weight}) < 0"
+        if rowids:
+            # by rowid: the identities with an inserted image, found once per statement
+            inserted = f"SELECT {rowid} FROM {delta} WHERE {in_range} GROUP BY {exact} HAVING sum({weight}) > 0"
+            kept = f"SELECT {self._table_columns(table)} FROM main.{quote(table)} WHERE {rowids[0]} NOT IN ({inserted})"
+            return f"({kept} UNION ALL {deleted})"
+        same = " AND ".join(
+            f"d.{quote(c)} IS t.{quote(c)} COLLATE BINARY AND typeof(d.{quote(c)}) = typeof(t.{quote(c)})" for c in user
+        )
+        inserted_image = (
+            f"(SELECT coalesce(sum(d.{weight}), 0) FROM {delta} AS d "
+            f"WHERE d.{seq} > :lo{number} AND d.{seq} <= :hi{number} AND {same}) > 0"
+        )
+        kept = ", ".join(f"t.{quote(c)}" for c in user)
+        return f"(SELECT {kept} FROM main.{quote(table)} AS t WHERE NOT ({inserted_image}) UNION ALL {deleted})"
+
+    def _root_terms(self, changed: frozenset[str]) -> list[str]:
+        """ΔV of a FROM clause with LEFT JOINs beyond the two-table case, where every output
+        row comes from exactly one row of the first table, its *root* (no join pads the
+        first table): ΔQ = Q(new)|R − Q(old)|R, with R the roots a change can reach — a
+        partition-wise recompute (RELATIONAL.md R4). R is found by SQLite: the changed roots
+        themselves, and the roots joined to a changed row of another table (the FROM clause
+        as written, ΔX in X's place), over the new states and over the old (a superset never
+        changes the result, only the work). The old states are real sets of rows (`_true_old_source`)."""
+        plan = self.plan
+        root = quote(plan.aliases[0])
+        key = ", ".join(f"{root}.{quote(k)}" for k in plan.outer_key)
+        new = {f"source{i}": f"main.{quote(t)}" for i, t in enumerate(plan.sources)}
+        old = {
+            f"source{i}": self._true_old_source(self.tables.index(t), t) if t in changed else f"main.{quote(t)}"
+            for i, t in enumerate(plan.sources)
+        }
+        reached: list[str] = []
+        for i, table in enumerate(plan.sources):
+            if table not in changed:
+                continue
+            delta = {f"source{i}": self._delta_sources[self.tables.index(table)]}
+            if i == 0:
+                reached.append(f"SELECT {key} FROM {delta['source0']} AS {root}")
+                continue
+            matched = f"{quote(plan.aliases[i])}.{quote(names.WEIGHT)} IS NOT NULL"  # ΔX joined this row
+            for state in (new, old):
+                reached.append(f"SELECT {key} FROM {render(plan.from_template, **{**state, **delta})} WHERE {matched}")
+        joiner = "AND" if plan.outer_where else "WHERE"
+        reach = f" {joiner} ({key}) IN ({' UNION '.join(reached)})"
+        return [
+            render(plan.stage1, weight="1", reach=reach, **new),
+            render(plan.stage1, weight="-1", reach=reach, **old),
+        ]
 
     def parameters(self, ranges: Ranges) -> dict[str, int]:
         params: dict[str, int] = {}

@@ -77,6 +77,7 @@ class FromClause:
     template: Template  # the clause's text, each reference a placeholder `source<i> AS "alias"`
     outer_on: str = ""  # `A LEFT|RIGHT JOIN B ON <outer_on>`: the condition as written (two occurrences)
     outer_kind: str = ""  # "LEFT" or "RIGHT"
+    root_recompute: bool = False  # LEFT joins beyond one `A LEFT JOIN B ON …`: maintained per row of A
 
     @property
     def preserved(self) -> int:
@@ -156,6 +157,7 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
     outer = outer_kind = ""
     outer_at: int | None = None
     outer_on = ""
+    outer_kinds: list[str] = []  # the outer join word before each occurrence after the first
     while index < len(tokens):
         token = tokens[index]
         if token.kind == TokenType.L_PAREN and depths[index] == 0:
@@ -192,6 +194,7 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
         position = tokens[index - 1].end
         if outer:
             outer_at, outer_kind = len(occurrences), outer
+            outer_kinds.append(outer)
         occurrences.append(Occurrence(table, alias))
         natural, outer = False, ""
         on_start: int | None = None
@@ -237,10 +240,14 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
         hidden.append(frozenset(merged))
     template.append(literal + sql[position : tokens[-1].end])
     if outer_at is not None and (len(occurrences) != 2 or hidden[1] or not outer_on):
-        raise UnsupportedQuery(
-            "an outer join is maintained between two tables joined by ON (`A LEFT JOIN B ON …`); "
-            "with more tables, USING or NATURAL it is not supported yet"
-        )
+        if "RIGHT" in outer_kinds:
+            raise UnsupportedQuery(
+                "a RIGHT JOIN is maintained between two tables joined by ON (`A RIGHT JOIN B ON …`); "
+                "with more tables, USING or NATURAL it is not supported yet (write it as LEFT JOINs from the "
+                "preserved table)"
+            )
+        # every output row comes from one row of the first table (no join pads it with NULLs)
+        return FromClause(tuple(occurrences), tuple(hidden), tuple(template), outer_kind="LEFT", root_recompute=True)
     return FromClause(tuple(occurrences), tuple(hidden), tuple(template), outer_on, outer_kind)
 
 

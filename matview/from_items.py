@@ -21,7 +21,7 @@ class Cte:
     name: str
     columns: tuple[str, ...] | None
     body: str
-    scope: dict[str, Cte]  # the CTEs visible inside its body (the earlier ones)
+    scope: dict[str, Cte]  # the CTEs visible inside its body: all of its WITH (SQLite reads ahead too)
 
 
 def strip_with(sql: str) -> str:
@@ -33,7 +33,7 @@ def strip_with(sql: str) -> str:
 
 
 def read_with(sql: str, tokens: list[Token], outer: dict[str, Cte]) -> tuple[dict[str, Cte], str]:
-    """The CTEs of a leading WITH (each seeing the earlier ones) and the text of the SELECT."""
+    """The CTEs of a leading WITH (each seeing all of them) and the text of the SELECT."""
     index = 1
     if index < len(tokens) and tokens[index].kind == TokenType.RECURSIVE:
         index += 1
@@ -51,7 +51,7 @@ def read_with(sql: str, tokens: list[Token], outer: dict[str, Cte]) -> tuple[dic
             index += 1
         close = matching_paren(tokens, index)
         body = sql[tokens[index + 1].start : tokens[close - 1].end]
-        scope[fold(name)] = Cte(name, columns, body, dict(scope))
+        scope[fold(name)] = Cte(name, columns, body, scope)  # one dict: later CTEs are visible too
         index = close + 1
         if tokens[index].kind != TokenType.COMMA:
             return scope, sql[tokens[index].start :]
@@ -70,6 +70,7 @@ class FromItem:
     using: list[str] | None
     text: str
     named: bool = True  # a subquery without an alias is not
+    schema: str = ""  # "main" when written `main.t`: a table or view, never a CTE
 
 
 def in_from_item(from_tokens: tuple[Token, ...], paren: Token) -> bool:
@@ -98,6 +99,7 @@ def read_from_items(sql: str, tokens: list[Token], check: bool) -> list[FromItem
     while index < len(tokens):
         first = index
         name = body = None
+        schema = ""
         if tokens[index].kind == TokenType.L_PAREN:
             close = matching_paren(tokens, index)
             inner = tokens[index + 1 : close]
@@ -118,6 +120,7 @@ def read_from_items(sql: str, tokens: list[Token], check: bool) -> list[FromItem
                             "only tables of the main database are supported"
                         )
                     return references
+                schema = "main"
                 index += 2
             name = tokens[index].text
             alias = name
@@ -155,7 +158,7 @@ def read_from_items(sql: str, tokens: list[Token], check: bool) -> list[FromItem
         named = bool(alias)
         if not alias:
             alias = f"subquery{len(references) + 1}"  # nothing can refer to it by name
-        references.append(FromItem(name, body, alias, joined_by, on, using, text, named))
+        references.append(FromItem(name, body, alias, joined_by, on, using, text, named, schema))
         joined_by = []
         while (
             index < len(tokens)

@@ -164,7 +164,9 @@ class _Builder:
         replacements = []
         toks = span.tokens
         for index, token in enumerate(toks):
-            if not token.is_name or token.text.lower() not in aliases or self.resolve(token.text):
+            if token.kind not in (TokenType.VAR, TokenType.IDENTIFIER):  # never a keyword such as NULL
+                continue
+            if token.text.lower() not in aliases or self.resolve(token.text):
                 continue
             if index > 0 and toks[index - 1].kind == TokenType.DOT:
                 continue
@@ -325,7 +327,7 @@ def _stage1(columns: list[str], source: FromClause, where_sql: str, weight_alias
     body = list(source.template)
     body[0] = f"{weight_alias} FROM {body[0]}"
     body[-1] = f"{body[-1]}{where_sql}"
-    if source.outer_on:
+    if source.outer_on or source.root_recompute:
         body += ["reach", ""]  # where a delta term of the outer join restricts the rows it visits
     return (head, WEIGHT, *body)
 
@@ -386,6 +388,8 @@ def build_plan(
         outer_kind=source.outer_kind,
         outer_where=bool(where),
         outer_key=outer_key,
+        root_recompute=source.root_recompute,
+        from_template=source.template if source.root_recompute else (),
         kind="rows",
         stage1=_stage1([item.text for item in items], source, where_sql),
         columns=columns,

@@ -157,7 +157,8 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
         for position, term in enumerate(terms):
             # the occurrence this term reads as ΔX (an outer join's terms do not map one to one)
             at = [i for i, o in enumerate(source.occurrences) if o.table.name == table]
-            delta_at = {at[position]} if position < len(at) and not source.outer_on else set()
+            one_to_one = not (source.outer_on or source.root_recompute)
+            delta_at = {at[position]} if position < len(at) and one_to_one else set()
             scanned = scanned_occurrences(conn, term, params, aliases) - delta_at
             for occurrence in sorted(scanned):
                 wanted = probes.get(occurrence)

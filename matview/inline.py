@@ -57,6 +57,7 @@ from matview.sqltext import (
     split_top_level,
     tokenize,
 )
+from matview.validate import probe_columns
 
 _SET_OPERATIONS = (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT)
 _MAX_DEPTH = 32  # views and CTEs nested deeper than this are refused (a cycle is refused first)
@@ -94,6 +95,17 @@ class _Item:
     def column(self, name: str) -> _Column | None:
         lowered = fold(name)
         return next((c for c in self.columns if fold(c.name) == lowered), None)
+
+
+@dataclass(frozen=True)
+class _Name:
+    """A name in the SELECT that resolves to no column of its level."""
+
+    start: int
+    end: int
+    name: str
+    qualified: bool
+    quoted: bool
 
 
 @dataclass
@@ -232,15 +244,18 @@ class _Inliner:
             raise UnsupportedQuery(f"matview cannot analyze this SELECT: {exc}") from None
         if not isinstance(tree, exp.Select):
             raise UnsupportedQuery(f"{context or 'the view'}: matview cannot analyze this SELECT")
-        replacements = self._column_replacements(sql, tree, clauses, items)
+        replacements, unresolved = self._column_replacements(sql, tree, clauses, items)
+        select = (clauses.select.tokens[0].start, clauses.select.tokens[-1].end)
+        in_select = [u for u in unresolved if select[0] <= u.start < select[1]]
+        self._resolve_leftovers(sql, in_select, {}, replacements)
+        named = self._select_list(sql, tree, clauses, items, replacements)
+        # SQLite lets WHERE, ON, GROUP BY and HAVING name a select-list alias (a column wins)
+        aliases = {fold(c.name): c.text for c, is_alias in named if is_alias}
+        self._resolve_leftovers(sql, [u for u in unresolved if u not in in_select], aliases, replacements)
         for on in ons:
             conditions.append(self._rewrite(sql, on, replacements))
-        named = self._select_list(sql, tree, clauses, items, replacements)
         if clauses.where:
-            where_text = self._rewrite(sql, clauses.where, replacements)
-            if context is not None:
-                where_text = self._substitute_aliases(where_text, items, named)
-            conditions.append(where_text)
+            conditions.append(self._rewrite(sql, clauses.where, replacements))
         columns = [column for column, _ in named]
         distinct = clauses.distinct is not None and clauses.distinct.kind == TokenType.DISTINCT
         aggregated = [item for item in items if item.group is not None]
@@ -253,7 +268,9 @@ class _Inliner:
                     "is not supported yet"
                 )
             item = aggregated[0]
-            return _Level(distinct, columns, items, [], group=item.group, having=[*item.having, *conditions])
+            # an aggregate without GROUP BY stays one (its outer select list may have no aggregate)
+            having = [*item.having, *conditions] or (["1"] if not item.group else [])
+            return _Level(distinct, columns, items, [], group=item.group, having=having)
         if context is None:
             tail = ""
             for keyword, span in (("GROUP BY", clauses.group), ("HAVING", clauses.having), ("WINDOW", clauses.window)):
@@ -273,8 +290,8 @@ class _Inliner:
                 text = columns[position - 1].text
                 group.append(text if _is_bare(text) else f"({text})")
             else:
-                group.append(self._substitute_aliases(self._rewrite(sql, span, replacements), items, named))
-        having = [self._substitute_aliases(self._rewrite(sql, clauses.having, replacements), items, named)]
+                group.append(self._rewrite(sql, span, replacements))
+        having = [self._rewrite(sql, clauses.having, replacements)]
         return _Level(distinct, columns, items, conditions, group=group, having=having if clauses.having else [])
 
     def _refuse_non_spj(self, clauses: Clauses, context: str) -> None:
@@ -311,20 +328,22 @@ class _Inliner:
         if reference.body is not None:
             named = f"FROM-subquery {alias}" if reference.named else "a FROM-subquery"
             level = self.level(reference.body, ctes, inner_prefix, named, depth + 1)
-            return self._derived(alias, level, None, named)
+            return self._derived(alias, level, self._sqlite_names(reference.body, ctes), named)
         assert reference.name is not None
-        cte = ctes.get(fold(reference.name))
+        cte = None if reference.schema else ctes.get(fold(reference.name))
         if cte is not None:
+            what = f"CTE {cte.name}"
             if fold(reference.name) in {fold(n) for n in names_in_from(cte.body)}:
                 raise UnsupportedQuery(f"recursive CTE {cte.name} is not supported")
-            level = self.level(cte.body, cte.scope, inner_prefix, f"CTE {cte.name}", depth + 1)
-            return self._derived(alias, level, cte.columns, f"CTE {cte.name}")
+            level = self.level(cte.body, cte.scope, inner_prefix, what, depth + 1)
+            return self._derived(alias, level, cte.columns or self._sqlite_names(cte.body, cte.scope), what)
         view_sql = self._plain_view(reference.name)
         if view_sql is not None:
             view_name, column_names, body = view_parts(view_sql)
             self.views[view_name] = view_sql
             level = self.level(body, {}, inner_prefix, f"view {view_name}", depth + 1)
-            return self._derived(alias, level, column_names, f"view {view_name}")
+            names_ = column_names or self._sqlite_names(f"SELECT * FROM main.{quote(view_name)}", {})
+            return self._derived(alias, level, names_, f"view {view_name}")
         table = read_table(self.conn, reference.name)
         final = f"{prefix}{alias}"
         if fold(final) in self.used_aliases:
@@ -335,20 +354,26 @@ class _Inliner:
         rowid = f"{qualifier}.{table.rowid_name}" if table.has_rowid else None
         return _Item(alias, columns, rowid, sources=[f"main.{quote(table.name)} AS {qualifier}"])
 
+    def _sqlite_names(self, body: str, ctes: dict[str, Cte]) -> tuple[str, ...]:
+        """The names SQLite gives a derived table's columns (`x`, `x:1` for a repeat, `k` for
+        `k COLLATE BINARY`, …): asked of SQLite itself, with the CTEs the body can see."""
+        prefix = ""
+        if ctes:
+            definitions = [
+                f"{quote(c.name)}{'(' + ', '.join(map(quote, c.columns)) + ')' if c.columns else ''} AS (\n{c.body}\n)"
+                for c in ctes.values()
+            ]
+            prefix = "WITH " + ", ".join(definitions) + " "
+        try:
+            return tuple(probe_columns(self.conn, f"{prefix}SELECT * FROM (\n{body}\n)")[0])
+        except Error as exc:
+            raise UnsupportedQuery(f"matview cannot name the columns of a derived table: {exc}") from None
+
     @staticmethod
-    def _derived(alias: str, level: _Level, names_: tuple[str, ...] | None, what: str) -> _Item:
-        columns = [_Column(c.name, c.text, c.collated) for c in level.columns]
-        if names_ is not None:
-            if len(names_) != len(columns):
-                raise Error(f"{alias} has {len(columns)} values for {len(names_)} columns")
-            for column, name in zip(columns, names_):
-                column.name = name
-        seen: dict[str, int] = {}
-        for column in columns:  # SQLite names a repeated column `x:1`, `x:2`, …
-            count = seen.get(fold(column.name), 0)
-            seen[fold(column.name)] = count + 1
-            if count:
-                column.name = f"{column.name}:{count}"
+    def _derived(alias: str, level: _Level, names_: tuple[str, ...], what: str) -> _Item:
+        if len(names_) != len(level.columns):
+            raise Error(f"{alias} has {len(level.columns)} values for {len(names_)} columns")
+        columns = [_Column(name, c.text, c.collated) for name, c in zip(names_, level.columns)]
         sources = [s for item in level.items for s in item.sources]
         conditions = [c for item in level.items for c in item.conditions] + level.conditions
         return _Item(
@@ -357,9 +382,9 @@ class _Inliner:
             None,
             sources=sources,
             conditions=conditions,
+            what=what,
             group=level.group,
             having=level.having,
-            what=what,
         )
 
     # -- column references -------------------------------------------------------------
@@ -387,13 +412,15 @@ class _Inliner:
 
     def _column_replacements(
         self, sql: str, tree: exp.Expression, clauses: Clauses, items: list[_Item]
-    ) -> dict[int, tuple[int, str, bool]]:
+    ) -> tuple[dict[int, tuple[int, str, bool]], list[_Name]]:
         """For each column reference of this level (outside FROM items), keyed by its start
-        offset: (end offset, replacement text, collated)."""
+        offset: (end offset, replacement text, collated); and the names that resolve to no
+        column of this level (select-list aliases, double-quoted strings)."""
         regions = [s for s in (clauses.select, clauses.where, clauses.group, clauses.having, clauses.window) if s]
         regions += [Span(sql, tuple(run)) for run in on_token_runs(list(clauses.from_.tokens))]
         ranges = [(s.tokens[0].start, s.tokens[-1].end) for s in regions]
         found: dict[int, tuple[int, str, bool]] = {}
+        unresolved: list[_Name] = []
         for node in tree.find_all(exp.Column):
             if isinstance(node.this, exp.Star):
                 continue
@@ -401,14 +428,35 @@ class _Inliner:
             parts = [p for p in written if isinstance(p, exp.Identifier)]
             if not parts or "start" not in parts[0].meta:
                 continue
+            if "end" not in parts[-1].meta:
+                raise UnsupportedQuery(f"matview cannot analyze the name {node.name} in this SELECT")
             start, end = parts[0].meta["start"], parts[-1].meta["end"] + 1
             if not any(lo <= start < hi for lo, hi in ranges):
                 continue
             column = self._resolve(items, node)
             if column is None:
-                continue  # a select-list alias, or a double-quoted string
+                unresolved.append(_Name(start, end, node.name, bool(node.table), node.this.quoted))
+                continue
             found[start] = (end, column.text, column.collated)
-        return found
+        return found, unresolved
+
+    @staticmethod
+    def _resolve_leftovers(
+        sql: str, names_: list[_Name], aliases: dict[str, str], replacements: dict[int, tuple[int, str, bool]]
+    ) -> None:
+        """A name no column of this level has: a select-list alias becomes its expression; a
+        double-quoted one is a string (SQLite's fallback); anything else is refused — left
+        bare, it could bind to a column of another level once all are in one FROM."""
+        for name in names_:
+            if not name.qualified and fold(name.name) in aliases:
+                replacements[name.start] = (name.end, aliases[fold(name.name)], False)
+            elif not name.qualified and name.quoted:
+                replacements[name.start] = (name.end, "'" + name.name.replace("'", "''") + "'", False)
+            else:
+                raise UnsupportedQuery(
+                    f"matview cannot resolve {sql[name.start : name.end]} once the FROM-subqueries, CTEs and "
+                    "views are inlined"
+                )
 
     def _resolve(self, items: list[_Item], node: exp.Column) -> _Column | None:
         qualifier, name = node.table, node.name
@@ -471,26 +519,6 @@ class _Inliner:
             name = alias if alias is not None else _implicit_name(sql, toks, items)
             columns.append((_Column(name, text, collated), alias is not None))
         return columns
-
-    def _substitute_aliases(self, where: str, items: list[_Item], named: list[tuple[_Column, bool]]) -> str:
-        """SQLite lets WHERE name a select-list alias (a real column wins): inside a derived
-        table, the alias becomes the aliased expression."""
-        aliases = {fold(c.name): c.text for c, is_alias in named if is_alias}
-        if not aliases:
-            return where
-        toks = tokenize(where)
-        edits = []
-        for index, token in enumerate(toks):
-            if not token.is_name or fold(token.text) not in aliases:
-                continue
-            if index and toks[index - 1].kind == TokenType.DOT:
-                continue
-            if index + 1 < len(toks) and toks[index + 1].kind in (TokenType.DOT, TokenType.L_PAREN):
-                continue
-            if self._resolve_unqualified(items, token.text) is not None:
-                continue
-            edits.append((token.start, token.end, f"({aliases[fold(token.text)]})"))
-        return splice(where, edits)
 
 
 def _copy(column: _Column) -> _Column:

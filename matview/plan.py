@@ -114,6 +114,8 @@ class Plan:
     outer_kind: str = ""  # "LEFT" or "RIGHT": which occurrence keeps all its rows
     outer_where: bool = False  # the outer join's SELECT has a WHERE (the `reach` filter joins it with AND)
     outer_key: tuple[str, ...] = ()  # what identifies a preserved row: a rowid name no column shadows, or the PK
+    root_recompute: bool = False  # LEFT JOIN chains: ΔV recomputes the rows of the first table's changed rows
+    from_template: Template = ()  # the FROM clause alone (root_recompute: which first-table rows a change reaches)
     auto_indexes: bool = True  # create the join-key indexes delta terms need (see `indexes`)
     indexes: tuple[str, ...] = ()  # matview's indexes this view's delta terms use
     scans: tuple[str, ...] = ()  # delta-term loops that remain scans, as messages
@@ -154,7 +156,8 @@ class Plan:
         optional = ("functions", "aliases", "without_rowid", "outer_key", "indexes", "scans")  # newer than some plans
         for name in optional:
             data.setdefault(name, ())
-        for name in ("group_collations", "post_exprs", "stage1", "sources", *optional):
+        data.setdefault("from_template", ())
+        for name in ("group_collations", "post_exprs", "stage1", "sources", "from_template", *optional):
             data[name] = tuple(data[name])
         data["outputs"] = tuple(tuple(o) for o in data["outputs"])
         data["signatures"] = tuple(

@@ -198,7 +198,8 @@ def find_aggregate_calls(sql: str, tokens: Sequence[Token]) -> list[AggregateCal
     while index < len(tokens) - 1:
         token = tokens[index]
         name = token.text.lower()
-        if name in AGGREGATE_NAMES and not token.is_quoted and tokens[index + 1].kind == TokenType.L_PAREN:
+        # a quoted name calls the function too (`"count"(*)` is count)
+        if name in AGGREGATE_NAMES and tokens[index + 1].kind == TokenType.L_PAREN:
             close = matching_paren(tokens, index + 1)
             inner = list(tokens[index + 2 : close])
             distinct = bool(inner) and inner[0].kind == TokenType.DISTINCT

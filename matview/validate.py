@@ -132,7 +132,7 @@ def refuse_nondeterministic(conn: apsw.Connection, sql: str, tokens: list[Token]
         name = token.text.lower()
         if is_call and name in aggregates and name not in AGGREGATE_NAMES and name not in deterministic:
             raise UnsupportedQuery(f"aggregate function {token.text}() is not supported yet")
-        if not is_call or token.is_quoted or name not in deterministic:
+        if not is_call or name not in deterministic:  # `"f"(x)` calls f too
             continue
         if name not in builtins:
             user_functions.add(name)

@@ -65,10 +65,13 @@ _CLASS_ORDER = {"null": 0, "integer": 1, "real": 1, "text": 2, "blob": 3}
 
 
 def order_key(v: Any) -> tuple:
-    """SQLite's comparison order: NULL < numbers (int and real compare by value) < text < blob."""
+    """SQLite's comparison order: NULL < numbers (int and real compare by value) < text < blob;
+    text as NOCASE/RTRIM compare it (the weakest collation a column may have)."""
     cls, val = typed(v)
     if cls in ("integer", "real"):
         return (1, val)
+    if cls == "text":  # NOCASE/RTRIM columns tie 'a' with 'A ' (either order is SQLite's)
+        return (_CLASS_ORDER[cls], val.lower().rstrip(" "))
     return (_CLASS_ORDER[cls], val)
 
 

@@ -95,6 +95,21 @@ def _views(r: random.Random, tables: list[Table]) -> dict[str, str]:
             f"SELECT y.v, count(x.id), sum(x.v), count(*) FROM {a} x RIGHT OUTER JOIN {b} y "
             "ON x.k = y.k AND x.v > 0 WHERE y.r IS NOT 0.5 GROUP BY y.v"
         ),
+        "left_chain": (
+            f"SELECT x.id, y.id, z.id, z.v FROM {a} x LEFT JOIN {b} y ON x.k = y.k LEFT JOIN {c} z ON z.v = y.v"
+        ),
+        "left_star_agg": (
+            f"SELECT x.v, count(*), count(y.id), total(z.r), max(z.v) FROM {a} x LEFT JOIN {b} y ON y.k = x.k "
+            f"LEFT JOIN {c} z ON z.id = x.v GROUP BY x.v"
+        ),
+        "left_inner_mix": (
+            f"SELECT x.id, y.id, z.id FROM {a} x JOIN {b} y ON x.v = y.v LEFT JOIN {c} z ON z.k = y.k AND z.id <> x.id"
+        ),
+        "left_using": f"SELECT * FROM {a} LEFT JOIN {b} USING (k)",
+        "left_chain_anti": (
+            f"SELECT x.id, coalesce(z.v, -1) FROM {a} x LEFT JOIN {b} y ON x.k = y.k LEFT JOIN {a} z "
+            "ON z.id = y.v WHERE z.id IS NULL OR x.v > 1"
+        ),
     }
     chosen = r.sample(sorted(shapes), r.randint(2, 6))
     return {name: shapes[name] for name in chosen}
@@ -372,10 +387,10 @@ def test_join_refusals_name_the_construct(tmp_path):
     conn.execute("CREATE TABLE b(k, v)")
     conn.execute("CREATE VIEW pv AS SELECT * FROM a")
     for sql, words in [
-        ("SELECT * FROM a RIGHT JOIN b ON a.k = b.k JOIN a AS c ON c.id = b.v", "outer join"),
+        ("SELECT * FROM a RIGHT JOIN b ON a.k = b.k JOIN a AS c ON c.id = b.v", "RIGHT JOIN"),
         ("SELECT * FROM a FULL OUTER JOIN b ON a.k = b.k", "JOIN"),
-        ("SELECT * FROM a LEFT JOIN b ON a.k = b.k JOIN a AS c ON c.id = b.v", "LEFT JOIN"),
-        ("SELECT * FROM a LEFT JOIN b USING (k)", "LEFT JOIN"),
+        ("SELECT * FROM a LEFT JOIN b ON a.k = b.k RIGHT JOIN a AS c ON c.id = b.v", "RIGHT JOIN"),
+        ("SELECT * FROM a RIGHT JOIN b USING (k)", "RIGHT JOIN"),
         ("SELECT * FROM a JOIN (SELECT k, count(*) FROM b GROUP BY k) s ON a.k = s.k", "subquery s with GROUP BY"),
         ("SELECT * FROM a LEFT JOIN pv ON a.id = pv.id", "outer join with a FROM-subquery, CTE or view"),
         ("SELECT group_concat(v) FROM a JOIN b ON a.k = b.k", "GROUP_CONCAT"),
