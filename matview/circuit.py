@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import apsw
+from sqlglot.tokens import TokenType
 
 from matview import names
 from matview.evaluator import Evaluator
@@ -30,16 +31,44 @@ from matview.names import fold, quote
 from matview.operators import aggregate_sql
 from matview.operators.aggregate import Aggregate
 from matview.operators.distinct import Distinct
-from matview.plan import Plan, render
+from matview.plan import Plan, Template, render
 from matview.schema import ROWID_NAMES
+from matview.sqltext import depth_walk, tokenize
 from matview.state import StateStore
 from matview.zset import ZSet
+
+#: the tokens that start the next FROM item (a join operator)
+_JOIN_SEPARATORS = {
+    TokenType.COMMA,
+    TokenType.JOIN,
+    TokenType.NATURAL,
+    TokenType.CROSS,
+    TokenType.INNER,
+    TokenType.LEFT,
+    TokenType.RIGHT,
+    TokenType.FULL,
+    TokenType.OUTER,
+}
 
 #: deltas at least this large are aggregated set at a time by SQLite (see aggregate_sql)
 BULK_ROWS = 64
 
 #: pending changes of a view: per base table, the delta-log range lo < seq <= hi
 Ranges = dict[str, tuple[int, int]]
+
+
+def from_prefix(template: Template, occurrence: int) -> Template:
+    """A FROM clause template cut after occurrence `occurrence` and its join constraint
+    (joins in SQLite nest to the left: the prefix is a FROM clause of its own)."""
+    at = template.index(f"source{occurrence}")
+    literal = template[at + 1] if at + 1 < len(template) else ""
+    tokens = tokenize(literal)
+    depths = depth_walk(tokens)
+    cut = next(
+        (t.start for t, d in zip(tokens, depths) if d == 0 and t.kind in _JOIN_SEPARATORS),
+        len(literal),
+    )
+    return (*template[: at + 1], literal[:cut]) if cut < len(literal) or at + 2 < len(template) else template
 
 
 class DeltaTerms:
@@ -189,7 +218,8 @@ class DeltaTerms:
             kept = f"SELECT {self._table_columns(table)} FROM main.{quote(table)} WHERE {rowids[0]} NOT IN ({inserted})"
             return f"({kept} UNION ALL {deleted})"
         same = " AND ".join(
-            f"d.{quote(c)} IS t.{quote(c)} COLLATE BINARY AND typeof(d.{quote(c)}) = typeof(t.{quote(c)})" for c in user
+            f"d.{quote(c)} IS t.{quote(c)} COLLATE BINARY AND typeof(d.{quote(c)}) = typeof(t.{quote(c)})"
+            for c in user
         )
         inserted_image = (
             f"(SELECT coalesce(sum(d.{weight}), 0) FROM {delta} AS d "
@@ -214,8 +244,25 @@ class DeltaTerms:
             f"source{i}": self._true_old_source(self.tables.index(t), t) if t in changed else f"main.{quote(t)}"
             for i, t in enumerate(plan.sources)
         }
+        # a table a subquery reads (an occurrence past the FROM clause's) may change the
+        # subquery's value for any row: every root is reached
+        top = sum(1 for part in plan.from_template[1::2] if part.startswith("source"))
         reached: list[str] = []
-        for i, table in enumerate(plan.sources):
+        for j in range(top, len(plan.sources)):
+            if plan.sources[j] not in changed:
+                continue
+            # a subquery's table: the outer rows whose subquery reads a changed row (old or new)
+            templates = [template for numbers, template in plan.subquery_reach if j in numbers]
+            if not templates:  # read by a nested subquery or an ON condition: every row
+                return [render(plan.stage1, weight="1", **new), render(plan.stage1, weight="-1", **old)]
+            delta = {f"source{j}": self._delta_sources[self.tables.index(plan.sources[j])]}
+            for template in templates:
+                for state in (new, old):
+                    outer = render(plan.from_template, **state)
+                    reached.append(
+                        f"SELECT {key} FROM {outer} WHERE EXISTS (SELECT 1 {render(template, **{**state, **delta})})"
+                    )
+        for i, table in enumerate(plan.sources[:top]):
             if table not in changed:
                 continue
             delta = {f"source{i}": self._delta_sources[self.tables.index(table)]}
@@ -223,8 +270,11 @@ class DeltaTerms:
                 reached.append(f"SELECT {key} FROM {delta['source0']} AS {root}")
                 continue
             matched = f"{quote(plan.aliases[i])}.{quote(names.WEIGHT)} IS NOT NULL"  # ΔX joined this row
+            # the joins up to X only: a later inner join may accept a row only where X did not
+            # match it (`JOIN c ON c.y IS x.y`), so keeping it would lose that root
+            through = from_prefix(plan.from_template, i)
             for state in (new, old):
-                reached.append(f"SELECT {key} FROM {render(plan.from_template, **{**state, **delta})} WHERE {matched}")
+                reached.append(f"SELECT {key} FROM {render(through, **{**state, **delta})} WHERE {matched}")
         joiner = "AND" if plan.outer_where else "WHERE"
         reach = f" {joiner} ({key}) IN ({' UNION '.join(reached)})"
         return [

@@ -23,7 +23,7 @@ from sqlglot.tokens import TokenType
 from matview.errors import UnsupportedQuery
 from matview.names import fold, quote
 from matview.plan import Template
-from matview.schema import ROWID_NAMES, Column, TableInfo, read_table
+from matview.schema import ROWID_NAMES, Column, TableInfo, read_table, refuse_unstable_identity
 from matview.sqltext import Token, depth_walk
 
 #: tokens that end a table reference's `name [AS] alias`
@@ -247,6 +247,8 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
                 "preserved table)"
             )
         # every output row comes from one row of the first table (no join pads it with NULLs)
+        for occurrence in occurrences:
+            refuse_unstable_identity(occurrence.table, "a LEFT JOIN of three or more tables (or with USING/NATURAL)")
         return FromClause(tuple(occurrences), tuple(hidden), tuple(template), outer_kind="LEFT", root_recompute=True)
     return FromClause(tuple(occurrences), tuple(hidden), tuple(template), outer_on, outer_kind)
 

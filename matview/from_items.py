@@ -71,6 +71,8 @@ class FromItem:
     text: str
     named: bool = True  # a subquery without an alias is not
     schema: str = ""  # "main" when written `main.t`: a table or view, never a CTE
+    name_span: tuple[int, int] = (0, 0)  # where `[main.]name` is written (a table reference)
+    aliased: bool = False  # an alias is written after the name
 
 
 def in_from_item(from_tokens: tuple[Token, ...], paren: Token) -> bool:
@@ -100,6 +102,8 @@ def read_from_items(sql: str, tokens: list[Token], check: bool) -> list[FromItem
         first = index
         name = body = None
         schema = ""
+        name_span = (0, 0)
+        aliased = False
         if tokens[index].kind == TokenType.L_PAREN:
             close = matching_paren(tokens, index)
             inner = tokens[index + 1 : close]
@@ -123,6 +127,7 @@ def read_from_items(sql: str, tokens: list[Token], check: bool) -> list[FromItem
                 schema = "main"
                 index += 2
             name = tokens[index].text
+            name_span = (tokens[first].start, tokens[index].end)
             alias = name
             index += 1
             if index < len(tokens) and tokens[index].kind == TokenType.L_PAREN:
@@ -141,6 +146,7 @@ def read_from_items(sql: str, tokens: list[Token], check: bool) -> list[FromItem
                     raise UnsupportedQuery(f"FROM {name}: INDEXED BY and table hints are not supported")
                 return references
             alias = tokens[index].text
+            aliased = True
             index += 1
         on: Span | None = None
         using: list[str] | None = None
@@ -158,7 +164,7 @@ def read_from_items(sql: str, tokens: list[Token], check: bool) -> list[FromItem
         named = bool(alias)
         if not alias:
             alias = f"subquery{len(references) + 1}"  # nothing can refer to it by name
-        references.append(FromItem(name, body, alias, joined_by, on, using, text, named, schema))
+        references.append(FromItem(name, body, alias, joined_by, on, using, text, named, schema, name_span, aliased))
         joined_by = []
         while (
             index < len(tokens)

@@ -40,6 +40,7 @@ from matview.sqltext import (
     split_top_level,
     tokenize,
 )
+from matview.subqueries import has_subquery, with_subqueries
 from matview.validate import (
     one_statement,
     parse_select,
@@ -76,6 +77,8 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
     source = read_from_clause(conn, sql, clauses.from_.tokens)
     refuse_unstable_rowid(tokens, source)
     plan = build_plan(conn, sql, clauses, source, names, decltypes, tree)
+    if has_subquery(sql):
+        plan = with_subqueries(conn, plan, source)
     plan = replace(plan, functions=functions, auto_indexes=auto_indexes, plain_views=inlined.views)
     return Compiled(plan, tree, source)
 

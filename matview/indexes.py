@@ -128,7 +128,7 @@ def _prepare_every_term(conn: apsw.Connection, delta_terms: DeltaTerms, source: 
     old states, an outer join's inner and padding terms), so a query whose delta terms SQLite
     would reject is refused at CREATE, not found stalled at its first write."""
     params = delta_terms.parameters({})
-    for term in delta_terms.terms(frozenset(source.tables)):
+    for term in delta_terms.terms(frozenset(delta_terms.plan.tables)):
         try:
             conn.execute(f"EXPLAIN {term}", params).fetchall()
         except apsw.SQLError as exc:

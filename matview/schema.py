@@ -67,6 +67,16 @@ class TableInfo:
         return [[c.name, c.decltype, c.collation] for c in self.columns]
 
 
+def refuse_unstable_identity(table: TableInfo, what: str) -> None:
+    """Views maintained per row (LEFT JOIN chains, subqueries) identify rows by rowid, which
+    VACUUM renumbers — without any change a trigger sees — unless it is an INTEGER PRIMARY KEY."""
+    if table.has_rowid and table.ipk is None:
+        raise UnsupportedQuery(
+            f"{what} over table {table.name}, which has no INTEGER PRIMARY KEY: its rows are identified by "
+            "rowid, which VACUUM renumbers; declare an INTEGER PRIMARY KEY (or make it WITHOUT ROWID)"
+        )
+
+
 def table_kind(conn: apsw.Connection, name: str) -> str | None:
     """'table', 'view', 'virtual', or None when `name` is no table or view in main."""
     row = conn.execute(

@@ -191,12 +191,15 @@ class AggregateCall:
 
 
 def find_aggregate_calls(sql: str, tokens: Sequence[Token]) -> list[AggregateCall]:
-    """Aggregate calls at any depth, outermost first. `min`/`max` with two or more
-    arguments are SQLite's scalar functions, not aggregates."""
+    """Aggregate calls at any depth, outermost first, outside subqueries. `min`/`max` with
+    two or more arguments are SQLite's scalar functions, not aggregates."""
     calls: list[AggregateCall] = []
     index = 0
     while index < len(tokens) - 1:
         token = tokens[index]
+        if token.kind == TokenType.L_PAREN and tokens[index + 1].kind in (TokenType.SELECT, TokenType.VALUES):
+            index = matching_paren(tokens, index) + 1  # a subquery's aggregates are its own
+            continue
         name = token.text.lower()
         # a quoted name calls the function too (`"count"(*)` is count)
         if name in AGGREGATE_NAMES and tokens[index + 1].kind == TokenType.L_PAREN:

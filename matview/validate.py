@@ -83,11 +83,7 @@ def refuse_unsupported(tree: Any) -> None:
         raise UnsupportedQuery("WITH (common table expressions) is not supported yet")
     for window in tree.find_all(exp.Window):
         raise UnsupportedQuery(f"window function {window.sql(dialect='sqlite')[:60]} is not supported yet")
-    for subquery in tree.find_all(exp.Subquery, exp.Exists):
-        raise UnsupportedQuery(f"subquery {subquery.sql(dialect='sqlite')[:60]} is not supported yet")
-    for select in tree.find_all(exp.Select):
-        if select is not tree:
-            raise UnsupportedQuery(f"subquery {select.sql(dialect='sqlite')[:60]} is not supported yet")
+    # subqueries (EXISTS, IN, scalar) are checked by `subqueries`: their tables become occurrences
     if tree.args.get("limit") or tree.args.get("offset"):
         raise UnsupportedQuery("LIMIT/OFFSET is not supported: a view's rows have no order")
     from_ = tree.args.get("from_") or tree.args.get("from")

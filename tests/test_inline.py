@@ -47,7 +47,7 @@ def _inline_views(r: random.Random, tables: list[Table]) -> tuple[dict[str, str]
         ),
         "nested": f"SELECT * FROM (SELECT * FROM (SELECT id, v FROM {a} WHERE v > 0) i WHERE i.v < 3) o",
         "view": "SELECT aid, v FROM pv_ab WHERE v IS NOT NULL",
-        "view_agg": "SELECT k, count(*), total(v) FROM pv_ab GROUP BY k",
+        "view_agg": "SELECT v, count(*), total(aid) FROM pv_ab GROUP BY v",
         "view_of_view": "SELECT w, count(*) FROM pv_of_view GROUP BY w",
         "view_join": f"SELECT p.id, p.v10, {b}.v FROM pv_single p JOIN {b} ON p.v10 = {b}.v * 10",
         "derived_using": f"SELECT * FROM (SELECT id, k AS kk FROM {a}) s JOIN {b} ON s.kk = {b}.k",

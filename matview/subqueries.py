@@ -1,0 +1,332 @@
+"""Subqueries in a view's SELECT (`EXISTS`, `IN (SELECT …)`, scalar, nested, correlated or
+not): every base table they read becomes an occurrence of the plan, a placeholder in the
+user's own text like the tables of the outer FROM, so a term can put a table's old state in
+its place — the expressions stay SQLite's to evaluate, NULL semantics of IN included.
+
+A view with subqueries is maintained by partition recompute per row of its first table
+(`circuit.DeltaTerms._root_terms`, RELATIONAL.md R4): a change of the first table reaches its
+own rows; a change of a table a subquery reads may flip the subquery's value for any outer
+row, so it reaches every row (the cost of a changed uncorrelated value that every row reads).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import apsw
+from sqlglot.tokens import TokenType
+
+from matview.errors import UnsupportedQuery
+from matview.from_clause import FromClause, Occurrence
+from matview.from_items import FromItem, read_from_items
+from matview.names import fold, quote
+from matview.plan import Plan, Template
+from matview.schema import ROWID_NAMES, Column, affinity, has_one_variant, read_table, refuse_unstable_identity
+from matview.sqltext import (
+    Clauses,
+    Token,
+    depth_walk,
+    find_aggregate_calls,
+    matching_paren,
+    split_clauses,
+    split_top_level,
+    tokenize,
+)
+
+_SET_OPERATIONS = (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT)
+#: clause keywords that end a subquery's FROM clause at its depth
+_AFTER_FROM = (
+    TokenType.WHERE,
+    TokenType.GROUP_BY,
+    TokenType.HAVING,
+    TokenType.WINDOW,
+    TokenType.ORDER_BY,
+    TokenType.LIMIT,
+    *_SET_OPERATIONS,
+)
+
+
+def has_subquery(text: str) -> bool:
+    """Whether `text` holds a parenthesized SELECT (EXISTS, IN, scalar or nested)."""
+    tokens = tokenize(text)
+    return any(
+        a.kind == TokenType.L_PAREN and b.kind in (TokenType.SELECT, TokenType.WITH, TokenType.VALUES)
+        for a, b in itertools.pairwise(tokens)
+    )
+
+
+#: a subquery that no other subquery encloses: the occurrences its own FROM reads, and its
+#: `FROM … [WHERE …]` as a template (which rows of the outer query a change of one reaches)
+SubqueryReach = tuple[tuple[int, ...], Template]
+
+
+def placeholders_in_subqueries(
+    conn: apsw.Connection, template: Template, first: int
+) -> tuple[Template, list[Occurrence], list[SubqueryReach]]:
+    """`template` with every base table a subquery reads replaced by a placeholder
+    `source<k> AS "alias"` (k from `first` on); those occurrences in order; and the reach
+    templates of the outermost subqueries."""
+    occurrences: list[Occurrence] = []
+    reaches: list[SubqueryReach] = []
+    out: list[str] = []
+    for position, part in enumerate(template):
+        if position % 2:
+            out.append(part)
+            continue
+        pieces = _split(conn, part, first, occurrences, reaches)  # numbers continue after `occurrences`
+        if out and len(out) % 2 == 1:  # the previous piece is a literal: join them
+            out[-1] += pieces[0]
+            out += pieces[1:]
+        else:
+            out += pieces
+    return tuple(out), occurrences, reaches
+
+
+def _split(
+    conn: apsw.Connection, text: str, first: int, occurrences: list[Occurrence], reaches: list[SubqueryReach]
+) -> list[str]:
+    """One literal piece of a template, cut at the table references of its subqueries."""
+    tokens = tokenize(text)
+    depths = depth_walk(tokens)
+    references: list[tuple[int, int, str, str, bool]] = []  # (start, end, table, alias, aliased)
+    selects: list[tuple[int, int, int, int, list[int]]] = []  # (first, end, FROM at, WHERE end, references)
+    for index, token in enumerate(tokens):
+        if token.kind == TokenType.WITH and index and tokens[index - 1].kind == TokenType.L_PAREN:
+            raise UnsupportedQuery("WITH inside a subquery is not supported yet")
+        if token.kind != TokenType.SELECT or index == 0:
+            continue
+        depth = depths[index]
+        end = _select_end(tokens, depths, index)
+        own = [i for i in range(index, end) if depths[i] == depth]
+        for i in own:
+            if tokens[i].kind == TokenType.LIMIT or tokens[i].text.upper() == "OFFSET":
+                raise UnsupportedQuery("LIMIT/OFFSET inside a subquery is not supported yet")
+            if tokens[i].is_name and tokens[i].text.lower() in ROWID_NAMES:
+                raise UnsupportedQuery(f"{tokens[i].text} inside a subquery is not supported")
+        from_at = next((i for i in own if tokens[i].kind == TokenType.FROM), None)
+        if from_at is None:
+            continue
+        stop = next((i for i in own if i > from_at and tokens[i].kind in _AFTER_FROM), end)
+        where_end = stop
+        if stop < end and tokens[stop].kind == TokenType.WHERE:
+            where_end = next((i for i in own if i > stop and tokens[i].kind in _AFTER_FROM), end)
+        mine: list[int] = []
+        for item in read_from_items(text, list(tokens[from_at + 1 : stop]), check=True):
+            if item.name is None:
+                continue  # a FROM-subquery inside: its own SELECT is visited too
+            table = read_table(conn, item.name)
+            mine.append(len(references))
+            references.append((*item.name_span, table.name, item.alias, item.aliased))
+        selects.append((index, end, from_at, where_end, mine))
+    for index, token in enumerate(tokens[:-1]):
+        if token.kind == TokenType.L_PAREN and tokens[index + 1].kind == TokenType.SELECT:
+            _refuse_unstable_value(conn, text, tokens, index)
+    numbers = []
+    for _start, _end, table_name, alias, _aliased in references:
+        numbers.append(first + len(occurrences))
+        occurrences.append(Occurrence(read_table(conn, table_name), alias))
+    edits = [(start, end, n, alias, aliased) for (start, end, _t, alias, aliased), n in zip(references, numbers)]
+    for begin, end, from_at, where_end, mine in selects:
+        if any(other[0] < begin and end <= other[1] for other in selects):
+            continue  # nested in another subquery: reached through that one
+        lo, hi = tokens[from_at].start, tokens[where_end - 1].end
+        reaches.append((tuple(numbers[i] for i in mine), tuple(_template(text, edits, lo, hi))))
+    return _template(text, edits, 0, len(text))
+
+
+def _template(text: str, edits: list[tuple[int, int, int, str, bool]], lo: int, hi: int) -> list[str]:
+    """text[lo:hi] as template pieces, each table reference inside it a placeholder."""
+    pieces: list[str] = []
+    position, literal = lo, ""
+    for start, end, number, alias, aliased in sorted(edits):
+        if not lo <= start < hi:
+            continue
+        literal += text[position:start]
+        pieces += [literal, f"source{number}"]
+        literal = "" if aliased else f" AS {quote(alias)}"
+        position = end
+    pieces.append(literal + text[position:hi])
+    return pieces
+
+
+#: aggregates whose value inside a subquery does not depend on the order SQLite scans rows in
+_ORDER_FREE = {"count", "min", "max"}
+_SUMS = {"sum", "total", "avg"}
+
+
+def _refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token], open_index: int) -> None:
+    """A subquery's value must not depend on the order SQLite visits rows: a delta term
+    evaluates it over other sources (a table's old state) and must reproduce, bit for bit,
+    the value computed when the row was stored. Refused: GROUP_CONCAT and other ordered
+    aggregates, SUM/TOTAL/AVG of values that are not INTEGER columns (REAL rounding follows
+    the order), MIN/MAX, DISTINCT, GROUP BY and UNION/INTERSECT/EXCEPT where equal values can
+    differ (which one is kept follows the order), and a scalar subquery that may return
+    several rows (SQLite takes the first)."""
+    close = matching_paren(tokens, open_index)
+    body = text[tokens[open_index + 1].start : tokens[close - 1].end]
+    inner = tokenize(body)
+    clauses = split_clauses(body, inner)
+    items = [span for span in split_top_level(body, clauses.select.tokens) if span]
+    tables = [i for i in read_from_items(body, list(clauses.from_.tokens), check=True) if i.name is not None]
+    calls = find_aggregate_calls(body, clauses.select.tokens) + find_aggregate_calls(body, clauses.having.tokens)
+    depths = depth_walk(inner)
+    for index, (token, d) in enumerate(zip(inner, depths)):
+        after = inner[index + 1].kind if index + 1 < len(inner) else None
+        dedup = token.kind in _SET_OPERATIONS and not (token.kind == TokenType.UNION and after == TokenType.ALL)
+        if d == 0 and (dedup or token.kind in (TokenType.DISTINCT, TokenType.GROUP_BY)):
+            raise UnsupportedQuery(
+                f"{token.text.upper()} inside a subquery: which of equal values (1 and 1.0, 'a' and 'A' under "
+                "NOCASE) it keeps depends on the order SQLite scans the rows; not supported yet"
+            )
+    for call in calls:
+        if call.name == "count" or (call.name in _ORDER_FREE and _exact_column(conn, call.args[0].tokens, tables)):
+            continue
+        if call.name in _SUMS and len(call.args) == 1 and _integer_column(conn, call.args[0].tokens, tables):
+            continue
+        raise UnsupportedQuery(
+            f"{call.name}() inside a subquery: its value depends on the order SQLite scans the rows "
+            "(COUNT, MIN/MAX of a typed BINARY column, SUM/TOTAL/AVG of an INTEGER column are supported there)"
+        )
+    before = tokens[open_index - 1].kind if open_index else None
+    if before in (TokenType.IN, TokenType.EXISTS):
+        return  # a set: the order of its rows does not matter
+    compound = any(d == 0 and t.kind in _SET_OPERATIONS for t, d in zip(inner, depths))
+    one_row = len(items) == 1 and not clauses.group and not compound and bool(calls)
+    if one_row or (not compound and not clauses.group and _unique_lookup(conn, body, clauses, tables)):
+        return
+    raise UnsupportedQuery(
+        f"scalar subquery ({body[:60]}) may return several rows, and SQLite takes the first in an unspecified "
+        "order; aggregate it (max(), min(), count()) or look it up by INTEGER PRIMARY KEY"
+    )
+
+
+def _exact_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]) -> bool:
+    """Whether `tokens` is a plain column whose equal values are identical (typed, BINARY)."""
+    column = _plain_column(conn, tokens, tables)
+    return column is not None and has_one_variant(column.decltype, column.collation)
+
+
+def _integer_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]) -> bool:
+    """Whether `tokens` is a plain column of INTEGER affinity of one of `tables`."""
+    column = _plain_column(conn, tokens, tables)
+    return column is not None and affinity(column.decltype) == "INTEGER"
+
+
+def _plain_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]) -> Column | None:
+    """The column `tokens` names, when it is exactly a column of one of `tables`."""
+    name = tokens[-1].text if tokens and tokens[-1].is_name else None
+    if name is None or len(tokens) not in (1, 3):
+        return None
+    candidates = [i for i in tables if len(tokens) == 1 or fold(i.alias) == fold(tokens[0].text)]
+    columns = [read_table(conn, i.name or "").column(name) for i in candidates]
+    found = [c for c in columns if c is not None]
+    return found[0] if len(found) == 1 else None
+
+
+def _unique_lookup(conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem]) -> bool:
+    """A single-table subquery whose WHERE has a conjunct `key = expr` on its INTEGER PRIMARY
+    KEY (or rowid), where expr does not read that table: at most one row."""
+    if len(tables) != 1 or not clauses.where:
+        return False
+    item = tables[0]
+    table = read_table(conn, item.name or "")
+    keys = {"rowid", "_rowid_", "oid"} | ({fold(table.ipk)} if table.ipk else set())
+    if not table.has_rowid:
+        keys = {fold(table.primary_key[0])} if len(table.primary_key) == 1 else set()
+        column = table.column(table.primary_key[0]) if keys else None
+        if column is None or affinity(column.decltype) != "INTEGER":
+            return False
+    own = {fold(c.name) for c in table.columns} | {"rowid", "_rowid_", "oid"}
+    for conjunct in split_top_level(body, clauses.where.tokens, TokenType.AND):
+        toks = conjunct.tokens
+        depths = depth_walk(toks)
+        equals = [i for i, (t, d) in enumerate(zip(toks, depths)) if d == 0 and t.kind == TokenType.EQ]
+        if len(equals) != 1:
+            continue
+        left, right = toks[: equals[0]], toks[equals[0] + 1 :]
+        for key_side, other in ((left, right), (right, left)):
+            if _is_column(key_side, item.alias, keys) and not _reads(other, item.alias, own):
+                return True
+    return False
+
+
+def _is_column(tokens: tuple[Token, ...], alias: str, names_: set[str]) -> bool:
+    if len(tokens) == 1:
+        return tokens[0].is_name and fold(tokens[0].text) in names_
+    return (
+        len(tokens) == 3
+        and tokens[1].kind == TokenType.DOT
+        and fold(tokens[0].text) == fold(alias)
+        and fold(tokens[2].text) in names_
+    )
+
+
+def _reads(tokens: tuple[Token, ...], alias: str, names_: set[str]) -> bool:
+    """Whether `tokens` may name a column of the subquery's own table (unqualified or by alias)."""
+    for index, token in enumerate(tokens):
+        if not token.is_name:
+            continue
+        qualified = index and tokens[index - 1].kind == TokenType.DOT
+        if qualified:
+            if fold(tokens[index - 2].text) == fold(alias):
+                return True
+            continue
+        if fold(token.text) in names_ or fold(token.text) == fold(alias):
+            return True
+    return False
+
+
+def _select_end(tokens: list[Token], depths: list[int], index: int) -> int:
+    """One past the last token of the SELECT starting at `index` (where its parenthesis closes)."""
+    depth = depths[index]
+    return next((p for p in range(index + 1, len(tokens)) if depths[p] < depth), len(tokens))
+
+
+def refuse_after_aggregation(texts: list[str]) -> None:
+    """A subquery in HAVING or around an aggregate is evaluated per group, after aggregation,
+    where no base table is at hand: not supported yet."""
+    for text in texts:
+        if text and has_subquery(text):
+            raise UnsupportedQuery(
+                "a subquery in HAVING or outside an aggregate call of an aggregate view is not supported yet"
+            )
+
+
+def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Plan:
+    """The plan of a view whose SELECT has subqueries: their tables become occurrences, and
+    the view is maintained per row of its first table (see the module docstring)."""
+    refuse_after_aggregation([*plan.post_exprs, plan.having or ""])
+    if source.outer_kind == "RIGHT":
+        raise UnsupportedQuery("a subquery in a view with a RIGHT JOIN is not supported yet (write it as a LEFT JOIN)")
+    stage1, extra, reaches = placeholders_in_subqueries(conn, plan.stage1, len(plan.sources))
+    for occurrence in [*source.occurrences, *extra]:
+        refuse_unstable_identity(occurrence.table, "a view with a subquery")
+    if "reach" not in stage1[1::2]:
+        stage1 = (*stage1, "reach", "")  # at the end of the outer WHERE, where a term restricts the rows
+    tables = {o.table.name: o.table for o in extra}
+    known = {name for name, _ in plan.signatures}
+    return replace(
+        plan,
+        stage1=stage1,
+        sources=(*plan.sources, *(o.table.name for o in extra)),
+        aliases=(*plan.aliases, *(o.alias for o in extra)),
+        signatures=(
+            *plan.signatures,
+            *(
+                (t.name, tuple((c.name, c.decltype, c.collation) for c in t.columns))
+                for t in tables.values()
+                if t.name not in known
+            ),
+        ),
+        without_rowid=tuple(
+            dict.fromkeys([*plan.without_rowid, *(t.name for t in tables.values() if not t.has_rowid)])
+        ),
+        root_recompute=True,
+        outer_on="",
+        outer_kind=source.outer_kind or "LEFT",
+        from_template=source.template,
+        # a subquery in an ON condition reads its tables from the FROM clause's own text: a change
+        # of one reaches every row (`circuit.DeltaTerms._root_terms`)
+        subquery_reach=() if has_subquery("".join(source.template[::2])) else tuple(reaches),
+    )
