@@ -22,53 +22,24 @@ from collections.abc import Iterable
 from typing import Any
 
 import apsw
-from sqlglot.tokens import TokenType
 
-from matview import names
+from matview import names, partition
 from matview.evaluator import Evaluator
 from matview.keys import row_key, row_of
 from matview.names import fold, quote
 from matview.operators import aggregate_sql
 from matview.operators.aggregate import Aggregate
 from matview.operators.distinct import Distinct
-from matview.plan import Plan, Template, render
+from matview.plan import Plan, render
 from matview.schema import ROWID_NAMES
-from matview.sqltext import depth_walk, tokenize
 from matview.state import StateStore
 from matview.zset import ZSet
-
-#: the tokens that start the next FROM item (a join operator)
-_JOIN_SEPARATORS = {
-    TokenType.COMMA,
-    TokenType.JOIN,
-    TokenType.NATURAL,
-    TokenType.CROSS,
-    TokenType.INNER,
-    TokenType.LEFT,
-    TokenType.RIGHT,
-    TokenType.FULL,
-    TokenType.OUTER,
-}
 
 #: deltas at least this large are aggregated set at a time by SQLite (see aggregate_sql)
 BULK_ROWS = 64
 
 #: pending changes of a view: per base table, the delta-log range lo < seq <= hi
 Ranges = dict[str, tuple[int, int]]
-
-
-def from_prefix(template: Template, occurrence: int) -> Template:
-    """A FROM clause template cut after occurrence `occurrence` and its join constraint
-    (joins in SQLite nest to the left: the prefix is a FROM clause of its own)."""
-    at = template.index(f"source{occurrence}")
-    literal = template[at + 1] if at + 1 < len(template) else ""
-    tokens = tokenize(literal)
-    depths = depth_walk(tokens)
-    cut = next(
-        (t.start for t, d in zip(tokens, depths) if d == 0 and t.kind in _JOIN_SEPARATORS),
-        len(literal),
-    )
-    return (*template[: at + 1], literal[:cut]) if cut < len(literal) or at + 2 < len(template) else template
 
 
 class DeltaTerms:
@@ -83,7 +54,7 @@ class DeltaTerms:
         placeholders = {f"source{i}": f"main.{quote(table)}" for i, table in enumerate(plan.sources)}
         self.base_sql = render(plan.stage1, weight="1", outer=plan.outer_kind, **placeholders)
 
-    def _columns(self, table: str) -> tuple[list[str], list[str]]:
+    def columns_of(self, table: str) -> tuple[list[str], list[str]]:
         """The user columns of a base table, and the names of its rowid no column shadows."""
         user = [c[0] for c in self.plan.signature(table) or ()]
         if table in self.plan.without_rowid:
@@ -91,15 +62,19 @@ class DeltaTerms:
         lowered = {fold(c) for c in user}
         return user, [a for a in ROWID_NAMES if a not in lowered]
 
-    def _table_columns(self, table: str) -> str:
+    def table_columns(self, table: str) -> str:
         """The base table's columns as a delta source shows them, its rowid by a name no user
         column shadows (`rowid` may be a column of the table)."""
-        user, rowids = self._columns(table)
+        user, rowids = self.columns_of(table)
         return ", ".join([*(quote(c) for c in user), *(f"{rowids[0]} AS {a}" for a in rowids)])
+
+    def delta_source(self, table: str) -> str:
+        """ΔX of base table `table` (the delta-log range of the pending changes)."""
+        return self._delta_sources[self.tables.index(table)]
 
     def _delta_source(self, number: int, table: str) -> str:
         """ΔX: the table's pending delta rows, shaped like the table, with their weight."""
-        user, rowids = self._columns(table)
+        user, rowids = self.columns_of(table)
         rowid = quote(names.ROWID)
         columns = ", ".join([*(quote(c) for c in [*user, names.WEIGHT]), *(f"{rowid} AS {a}" for a in rowids)])
         seq = quote(names.SEQ)
@@ -110,8 +85,8 @@ class DeltaTerms:
 
     def _old_source(self, number: int, table: str) -> str:
         """X^old = X^new ⊎ (−ΔX), without storing it."""
-        user, rowids = self._columns(table)
-        values = self._table_columns(table)
+        user, rowids = self.columns_of(table)
+        values = self.table_columns(table)
         delta = self._delta_sources[number]
         pending = ", ".join([*(quote(c) for c in user), *rowids])
         return (
@@ -127,7 +102,11 @@ class DeltaTerms:
             return found
         plan = self.plan
         if plan.outer_on or plan.root_recompute:
-            terms = self._outer_terms(changed) if plan.outer_on else self._root_terms(changed)
+            if plan.outer_on:
+                terms = self._outer_terms(changed)
+            else:  # the SQL `partition` runs; here to be prepared and checked at CREATE
+                reach, rows = partition.root_queries(self, changed)
+                terms = [rows] if reach is None else [rows, reach]
             self._terms[changed] = terms
             return terms
         single = len(plan.sources) == 1
@@ -197,90 +176,9 @@ class DeltaTerms:
         pairs = f"{delta_nulled} AS {nulled_alias} JOIN {old_kept} AS {kept_alias} ON ({on})"
         reached = f"({key}) IN (SELECT {key} FROM {pairs})"
         joiner = "AND" if plan.outer_where else "WHERE"
-        empty_nulled = f"(SELECT {self._table_columns(nullable)} FROM {base_nulled} LIMIT 0)"
+        empty_nulled = f"(SELECT {self.table_columns(nullable)} FROM {base_nulled} LIMIT 0)"
         terms.append(term(old_kept, empty_nulled, [*kept_weight, flip], plan.outer_kind, f" {joiner} {reached}"))
         return terms
-
-    def _true_old_source(self, number: int, table: str) -> str:
-        """X^old as a set of rows (not a Z-set: an outer join's padding needs real rows): the
-        rows of X none of whose images the pending changes inserted, and the images they
-        deleted. Images compare exactly (identity, types and bytes), as the log records them."""
-        user, rowids = self._columns(table)
-        delta = quote(names.delta_table(table))
-        seq, weight, rowid = quote(names.SEQ), quote(names.WEIGHT), quote(names.ROWID)
-        in_range = f"{seq} > :lo{number} AND {seq} <= :hi{number}"
-        exact = ", ".join([rowid, *(f"typeof({quote(c)}), {quote(c)} COLLATE BINARY" for c in user)])
-        deleted_columns = ", ".join([*(quote(c) for c in user), *(f"{rowid} AS {a}" for a in rowids)])
-        deleted = f"SELECT {deleted_columns} FROM {delta} WHERE {in_range} GROUP BY {exact} HAVING sum({weight}) < 0"
-        if rowids:
-            # by rowid: the identities with an inserted image, found once per statement
-            inserted = f"SELECT {rowid} FROM {delta} WHERE {in_range} GROUP BY {exact} HAVING sum({weight}) > 0"
-            kept = f"SELECT {self._table_columns(table)} FROM main.{quote(table)} WHERE {rowids[0]} NOT IN ({inserted})"
-            return f"({kept} UNION ALL {deleted})"
-        same = " AND ".join(
-            f"d.{quote(c)} IS t.{quote(c)} COLLATE BINARY AND typeof(d.{quote(c)}) = typeof(t.{quote(c)})"
-            for c in user
-        )
-        inserted_image = (
-            f"(SELECT coalesce(sum(d.{weight}), 0) FROM {delta} AS d "
-            f"WHERE d.{seq} > :lo{number} AND d.{seq} <= :hi{number} AND {same}) > 0"
-        )
-        kept = ", ".join(f"t.{quote(c)}" for c in user)
-        return f"(SELECT {kept} FROM main.{quote(table)} AS t WHERE NOT ({inserted_image}) UNION ALL {deleted})"
-
-    def _root_terms(self, changed: frozenset[str]) -> list[str]:
-        """ΔV of a FROM clause with LEFT JOINs beyond the two-table case, where every output
-        row comes from exactly one row of the first table, its *root* (no join pads the
-        first table): ΔQ = Q(new)|R − Q(old)|R, with R the roots a change can reach — a
-        partition-wise recompute (RELATIONAL.md R4). R is found by SQLite: the changed roots
-        themselves, and the roots joined to a changed row of another table (the FROM clause
-        as written, ΔX in X's place), over the new states and over the old (a superset never
-        changes the result, only the work). The old states are real sets of rows (`_true_old_source`)."""
-        plan = self.plan
-        root = quote(plan.aliases[0])
-        key = ", ".join(f"{root}.{quote(k)}" for k in plan.outer_key)
-        new = {f"source{i}": f"main.{quote(t)}" for i, t in enumerate(plan.sources)}
-        old = {
-            f"source{i}": self._true_old_source(self.tables.index(t), t) if t in changed else f"main.{quote(t)}"
-            for i, t in enumerate(plan.sources)
-        }
-        # a table a subquery reads (an occurrence past the FROM clause's) may change the
-        # subquery's value for any row: every root is reached
-        top = sum(1 for part in plan.from_template[1::2] if part.startswith("source"))
-        reached: list[str] = []
-        for j in range(top, len(plan.sources)):
-            if plan.sources[j] not in changed:
-                continue
-            # a subquery's table: the outer rows whose subquery reads a changed row (old or new)
-            templates = [template for numbers, template in plan.subquery_reach if j in numbers]
-            if not templates:  # read by a nested subquery or an ON condition: every row
-                return [render(plan.stage1, weight="1", **new), render(plan.stage1, weight="-1", **old)]
-            delta = {f"source{j}": self._delta_sources[self.tables.index(plan.sources[j])]}
-            for template in templates:
-                for state in (new, old):
-                    outer = render(plan.from_template, **state)
-                    reached.append(
-                        f"SELECT {key} FROM {outer} WHERE EXISTS (SELECT 1 {render(template, **{**state, **delta})})"
-                    )
-        for i, table in enumerate(plan.sources[:top]):
-            if table not in changed:
-                continue
-            delta = {f"source{i}": self._delta_sources[self.tables.index(table)]}
-            if i == 0:
-                reached.append(f"SELECT {key} FROM {delta['source0']} AS {root}")
-                continue
-            matched = f"{quote(plan.aliases[i])}.{quote(names.WEIGHT)} IS NOT NULL"  # ΔX joined this row
-            # the joins up to X only: a later inner join may accept a row only where X did not
-            # match it (`JOIN c ON c.y IS x.y`), so keeping it would lose that root
-            through = from_prefix(plan.from_template, i)
-            for state in (new, old):
-                reached.append(f"SELECT {key} FROM {render(through, **{**state, **delta})} WHERE {matched}")
-        joiner = "AND" if plan.outer_where else "WHERE"
-        reach = f" {joiner} ({key}) IN ({' UNION '.join(reached)})"
-        return [
-            render(plan.stage1, weight="1", reach=reach, **new),
-            render(plan.stage1, weight="-1", reach=reach, **old),
-        ]
 
     def parameters(self, ranges: Ranges) -> dict[str, int]:
         params: dict[str, int] = {}
@@ -332,11 +230,13 @@ class Circuit:
     def writes_while_computing(self, pending: int) -> bool:
         """Whether ΔV of `pending` delta rows is aggregated set at a time, which writes the
         ordered state while it computes (otherwise every change waits in the StateStore)."""
-        return pending >= BULK_ROWS and self.aggregate is not None
+        return pending >= BULK_ROWS and self.aggregate is not None and not self.plan.root_recompute
 
     def delta(self, conn: apsw.Connection, ranges: Ranges, store: StateStore) -> ZSet[bytes]:
         """ΔV of the pending changes `ranges` (all of them at once: folding table by table
         would count ΔA ⋈ ΔB twice)."""
+        if self.plan.root_recompute:
+            return self.step(partition.root_delta(conn, self.delta_terms, ranges, store), store)
         if sum(hi - lo for lo, hi in ranges.values()) >= BULK_ROWS and store.writable:
             source = " UNION ALL ".join(self.delta_terms.terms(frozenset(ranges)))
             found = self._sql_aggregate(conn, source, self.delta_terms.parameters(ranges), store)
@@ -347,6 +247,8 @@ class Circuit:
     def populate(self, conn: apsw.Connection, store: StateStore) -> ZSet[bytes] | None:
         """The initial snapshot: the whole base table as one delta from the empty state.
         None when the view's rows were written straight into its table by SQLite."""
+        if self.plan.root_recompute:
+            return self.step(partition.populate_roots(conn, self.delta_terms, store), store)
         found = self._sql_aggregate(conn, self.base_sql, (), store)
         if found is not None:
             return found

@@ -116,8 +116,9 @@ class Plan:
     outer_key: tuple[str, ...] = ()  # what identifies a preserved row: a rowid name no column shadows, or the PK
     root_recompute: bool = False  # LEFT JOIN chains: ΔV recomputes the rows of the first table's changed rows
     from_template: Template = ()  # the FROM clause alone (root_recompute: which first-table rows a change reaches)
-    #: per outermost subquery: the occurrences its FROM reads, and its `FROM … WHERE …` (see `subqueries`)
-    subquery_reach: tuple[tuple[tuple[int, ...], Template], ...] = ()
+    #: per outermost subquery: the occurrences its FROM reads, its `FROM … WHERE …`, and whether that
+    #: can join the outer FROM (no name clash) instead of an EXISTS (see `subqueries`, `partition`)
+    subquery_reach: tuple[tuple[tuple[int, ...], Template, bool], ...] = ()
     auto_indexes: bool = True  # create the join-key indexes delta terms need (see `indexes`)
     indexes: tuple[str, ...] = ()  # matview's indexes this view's delta terms use
     scans: tuple[str, ...] = ()  # delta-term loops that remain scans, as messages
@@ -159,7 +160,9 @@ class Plan:
         for name in optional:
             data.setdefault(name, ())
         data.setdefault("from_template", ())
-        data["subquery_reach"] = tuple((tuple(n), tuple(t)) for n, t in data.get("subquery_reach", ()))
+        data["subquery_reach"] = tuple(
+            (tuple(r[0]), tuple(r[1]), bool(r[2]) if len(r) > 2 else False) for r in data.get("subquery_reach", ())
+        )
         for name in ("group_collations", "post_exprs", "stage1", "sources", "from_template", *optional):
             data[name] = tuple(data[name])
         data["outputs"] = tuple(tuple(o) for o in data["outputs"])

@@ -81,6 +81,14 @@ class StateStore:
             self._values[slot] = None if row is None else unpack(row[0])
         return self._values[slot]
 
+    def keys(self, op: int) -> set[bytes]:
+        """Every key operator `op` has an entry for (persisted, or set since)."""
+        found = {bytes(k) for (k,) in self.conn.execute(f"SELECT key FROM {self.state} WHERE operator_id = ?", (op,))}
+        for (slot_op, key), value in self._values.items():
+            if slot_op == op:
+                (found.add if value is not None else found.discard)(key)
+        return found
+
     def put(self, op: int, key: bytes, value: Any) -> None:
         """Set the accumulator; None deletes it."""
         self._values[(op, key)] = value

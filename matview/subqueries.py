@@ -21,7 +21,7 @@ from matview.errors import UnsupportedQuery
 from matview.from_clause import FromClause, Occurrence
 from matview.from_items import FromItem, read_from_items
 from matview.names import fold, quote
-from matview.plan import Plan, Template
+from matview.plan import Plan, Template, render
 from matview.schema import ROWID_NAMES, Column, affinity, has_one_variant, read_table, refuse_unstable_identity
 from matview.sqltext import (
     Clauses,
@@ -328,5 +328,28 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
         from_template=source.template,
         # a subquery in an ON condition reads its tables from the FROM clause's own text: a change
         # of one reaches every row (`circuit.DeltaTerms._root_terms`)
-        subquery_reach=() if has_subquery("".join(source.template[::2])) else tuple(reaches),
+        subquery_reach=() if has_subquery("".join(source.template[::2])) else _joinable(conn, source, extra, reaches),
     )
+
+
+def _joinable(
+    conn: apsw.Connection, source: FromClause, extra: list[Occurrence], reaches: list[SubqueryReach]
+) -> tuple[tuple[tuple[int, ...], Template, bool], ...]:
+    """Whether each subquery's `FROM … WHERE …` can join the outer FROM clause to find the rows
+    it reaches, driven by the change (an EXISTS would visit every outer row). It can when no
+    alias is in both, and the join prepares: a name both scopes know is ambiguous there (an
+    error, never another binding)."""
+    everything = [*source.occurrences, *extra]
+    tables = {f"source{i}": f"main.{quote(o.table.name)}" for i, o in enumerate(everything)}
+    outer = render(source.template, **tables)
+    outer_aliases = {fold(o.alias) for o in source.occurrences}
+    found = []
+    for numbers, template in reaches:
+        joinable = not any(fold(everything[n].alias) in outer_aliases for n in numbers)
+        if joinable:
+            try:
+                conn.execute(f"EXPLAIN SELECT 1 FROM {outer}, {render(template, **tables)[len('FROM') :]}").fetchall()
+            except apsw.SQLError:
+                joinable = False
+        found.append((numbers, template, joinable))
+    return tuple(found)

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from oracle import assert_view_matches, create_views_both_modes
@@ -184,11 +183,6 @@ _NEGZERO_SETUP = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known gap (README): the old state of a LEFT JOIN chain does not tell -0.0 from 0.0",
-)
 def test_negative_zero_update_of_root(tmp_path):
     """Untyped `a.v` = 0.0; `UPDATE a SET v = -0.0 * 1 WHERE id = 1` stores -0.0 (an untyped
     column keeps the sign). `atan2(a.v, -1)`: SQLite gives -pi; matview keeps +pi. The images
@@ -203,11 +197,6 @@ def test_negative_zero_update_of_root(tmp_path):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known gap (README): the old state of a LEFT JOIN chain does not tell -0.0 from 0.0",
-)
 def test_negative_zero_update_of_joined_table(tmp_path):
     """Same, the -0.0 in the second table of the chain: `atan2(b.v, -1)` after
     `UPDATE b SET v = 0.0 * -1`: SQLite gives -pi for root 1; matview keeps +pi."""

@@ -1,0 +1,186 @@
+"""Partition recompute per root row, with stored outputs (RELATIONAL.md R4): how views with
+LEFT JOIN chains or subqueries are maintained.
+
+Every output row of such a view comes from exactly one row of its first table, its *root*
+(no join pads the first table with NULLs). A fold finds the roots R a change can reach, asks
+SQLite for the stage-1 rows of those roots now, and subtracts the rows each root had, which
+the view keeps in its state (operator `ROOTS_OPERATOR`: per root, its stage-1 rows): no old
+state of any table is evaluated for the rows, so a change costs the rows it reaches.
+
+R is found by SQLite, from the changes: the changed roots themselves; the roots joined to a
+changed row of another table of the FROM clause (its joins up to that table, ΔX in X's
+place); the roots whose subquery reads a changed row (the subquery's `FROM … WHERE …` with
+ΔX in X's place, correlated with the outer row); every root where a nested subquery or one in
+an ON condition reads the changed table. Each over the new states and, when another table
+changed too, over the old ones (`true_old_source`): a superset never changes the result,
+only the work.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import apsw
+from sqlglot.tokens import TokenType
+
+from matview import names
+from matview.keys import row_key, row_of
+from matview.names import quote
+from matview.plan import Template, render
+from matview.sqltext import depth_walk, tokenize
+from matview.state import StateStore
+from matview.zset import ZSet
+
+if TYPE_CHECKING:
+    from matview.circuit import DeltaTerms, Ranges
+
+#: state entries of a root-recompute view: per root (its key), the stage-1 rows it gives
+ROOTS_OPERATOR = -1
+
+#: the tokens that start the next FROM item (a join operator)
+_JOIN_SEPARATORS = {
+    TokenType.COMMA,
+    TokenType.JOIN,
+    TokenType.NATURAL,
+    TokenType.CROSS,
+    TokenType.INNER,
+    TokenType.LEFT,
+    TokenType.RIGHT,
+    TokenType.FULL,
+    TokenType.OUTER,
+}
+
+
+def from_prefix(template: Template, occurrence: int) -> Template:
+    """A FROM clause template cut after occurrence `occurrence` and its join constraint
+    (joins in SQLite nest to the left: the prefix is a FROM clause of its own)."""
+    at = template.index(f"source{occurrence}")
+    literal = template[at + 1] if at + 1 < len(template) else ""
+    tokens = tokenize(literal)
+    depths = depth_walk(tokens)
+    cut = next((t.start for t, d in zip(tokens, depths) if d == 0 and t.kind in _JOIN_SEPARATORS), len(literal))
+    return (*template[: at + 1], literal[:cut])
+
+
+def true_old_source(terms: DeltaTerms, number: int, table: str) -> str:
+    """X^old as a set of rows (not a Z-set: an outer join's padding needs real rows): the
+    rows of X none of whose images the pending changes inserted, and the images they
+    deleted. Images compare exactly (identity, types and bytes), as the log records them."""
+    user, rowids = terms.columns_of(table)
+    delta = quote(names.delta_table(table))
+    seq, weight, rowid = quote(names.SEQ), quote(names.WEIGHT), quote(names.ROWID)
+    in_range = f"{seq} > :lo{number} AND {seq} <= :hi{number}"
+    exact = ", ".join([rowid, *(f"typeof({quote(c)}), {quote(c)} COLLATE BINARY" for c in user)])
+    deleted_columns = ", ".join([*(quote(c) for c in user), *(f"{rowid} AS {a}" for a in rowids)])
+    deleted = f"SELECT {deleted_columns} FROM {delta} WHERE {in_range} GROUP BY {exact} HAVING sum({weight}) < 0"
+    if rowids:
+        # by rowid: the identities with an inserted image, found once per statement
+        inserted = f"SELECT {rowid} FROM {delta} WHERE {in_range} GROUP BY {exact} HAVING sum({weight}) > 0"
+        kept = f"SELECT {terms.table_columns(table)} FROM main.{quote(table)} WHERE {rowids[0]} NOT IN ({inserted})"
+        return f"({kept} UNION ALL {deleted})"
+    same = " AND ".join(
+        f"d.{quote(c)} IS t.{quote(c)} COLLATE BINARY AND typeof(d.{quote(c)}) = typeof(t.{quote(c)})" for c in user
+    )
+    inserted_image = (
+        f"(SELECT coalesce(sum(d.{weight}), 0) FROM {delta} AS d "
+        f"WHERE d.{seq} > :lo{number} AND d.{seq} <= :hi{number} AND {same}) > 0"
+    )
+    kept = ", ".join(f"t.{quote(c)}" for c in user)
+    return f"(SELECT {kept} FROM main.{quote(table)} AS t WHERE NOT ({inserted_image}) UNION ALL {deleted})"
+
+
+def root_queries(terms: DeltaTerms, changed: frozenset[str]) -> tuple[str | None, str]:
+    """For the changed tables: the SELECT of the reached roots' keys (None: every root),
+    and the SELECT of their stage-1 rows now, the root key columns before the weight."""
+    plan = terms.plan
+    root = quote(plan.aliases[0])
+    key = ", ".join(f"{root}.{quote(k)}" for k in plan.outer_key)
+    new = {f"source{i}": f"main.{quote(t)}" for i, t in enumerate(plan.sources)}
+    old = {
+        f"source{i}": true_old_source(terms, terms.tables.index(t), t) if t in changed else f"main.{quote(t)}"
+        for i, t in enumerate(plan.sources)
+    }
+    top = sum(1 for part in plan.from_template[1::2] if part.startswith("source"))
+    rows_everywhere = render(plan.stage1, weight=f"{key}, 1", **new)
+    reached: list[str] = []
+    for j in range(top, len(plan.sources)):
+        if plan.sources[j] not in changed:
+            continue
+        # a subquery's table: the outer rows whose subquery reads a changed row (old or new)
+        templates = [(template, join) for numbers, template, join in plan.subquery_reach if j in numbers]
+        if not templates:  # read by a nested subquery or an ON condition: every row
+            return None, rows_everywhere
+        delta = {f"source{j}": terms.delta_source(plan.sources[j])}
+        for template, join in templates:
+            for state in _states(new, old, changed, plan.sources[j]):
+                inner = render(template, **{**state, **delta})
+                outer = render(plan.from_template, **state)
+                if join:  # the change leads: the outer rows are found by index from ΔX
+                    reached.append(f"SELECT {key} FROM {outer}, {inner[len('FROM') :]}")
+                else:
+                    reached.append(f"SELECT {key} FROM {outer} WHERE EXISTS (SELECT 1 {inner})")
+    for i, table in enumerate(plan.sources[:top]):
+        if table not in changed:
+            continue
+        delta = {f"source{i}": terms.delta_source(table)}
+        if i == 0:
+            reached.append(f"SELECT {key} FROM {delta['source0']} AS {root}")
+            continue
+        matched = f"{quote(plan.aliases[i])}.{quote(names.WEIGHT)} IS NOT NULL"  # ΔX joined this row
+        # the joins up to X only: a later inner join may accept a row only where X did not
+        # match it (`JOIN c ON c.y IS x.y`), so keeping it would lose that root
+        through = from_prefix(plan.from_template, i)
+        for state in _states(new, old, changed, table):
+            reached.append(f"SELECT {key} FROM {render(through, **{**state, **delta})} WHERE {matched}")
+    reach = " UNION ".join(reached)
+    joiner = "AND" if plan.outer_where else "WHERE"
+    rows = render(plan.stage1, weight=f"{key}, 1", reach=f" {joiner} ({key}) IN ({reach})", **new)
+    return reach, rows
+
+
+def _states(new: dict[str, str], old: dict[str, str], changed: frozenset[str], table: str) -> list[dict[str, str]]:
+    """The states a reach query runs over: the new one, and the old one when another table changed."""
+    return [new] if changed == {table} else [new, old]
+
+
+def root_delta(conn: apsw.Connection, terms: DeltaTerms, ranges: Ranges, store: StateStore) -> list[tuple[Any, ...]]:
+    """Stage-1 rows (with weights) of the pending changes `ranges`: the reached roots' rows
+    now, less the rows they had (kept in `store`), which are replaced."""
+    params = terms.parameters(ranges)
+    reach, rows = root_queries(terms, frozenset(ranges))
+    width = len(terms.plan.outer_key)
+    # every root (reach None): those that had rows; those with rows now come from `rows`
+    roots = store.keys(ROOTS_OPERATOR) if reach is None else {row_key(r) for r in conn.execute(reach, params)}
+    return _replace_roots(store, roots, conn.execute(rows, params), width)
+
+
+def populate_roots(conn: apsw.Connection, terms: DeltaTerms, store: StateStore) -> list[tuple[Any, ...]]:
+    """The initial snapshot of a root-recompute view: every root's stage-1 rows, kept."""
+    plan = terms.plan
+    root = quote(plan.aliases[0])
+    key = ", ".join(f"{root}.{quote(k)}" for k in plan.outer_key)
+    sources = {f"source{i}": f"main.{quote(t)}" for i, t in enumerate(plan.sources)}
+    rows = conn.execute(render(plan.stage1, weight=f"{key}, 1", outer=plan.outer_kind, **sources))
+    return _replace_roots(store, set(), rows, len(plan.outer_key))
+
+
+def _replace_roots(
+    store: StateStore, roots: set[bytes], rows: Iterable[tuple[Any, ...]], width: int
+) -> list[tuple[Any, ...]]:
+    """ΔStage1 = Σ rows now − Σ rows kept, over `roots` and the roots of `rows`; the kept
+    rows of those roots become the rows now."""
+    now: dict[bytes, ZSet[bytes]] = defaultdict(ZSet)
+    for row in rows:
+        values, root_key = row[: -1 - width], row_key(row[-1 - width : -1])
+        now[root_key].add(row_key(values), row[-1])
+    delta: ZSet[bytes] = ZSet()
+    for root_key in roots | now.keys():
+        for key, weight in store.get(ROOTS_OPERATOR, root_key) or ():
+            delta.add(key, -weight)
+        fresh = now.get(root_key)
+        for key, weight in fresh.items() if fresh is not None else ():
+            delta.add(key, weight)
+        store.put(ROOTS_OPERATOR, root_key, [[k, w] for k, w in fresh.items()] if fresh else None)
+    return [(*row_of(key), weight) for key, weight in delta.items()]
