@@ -27,6 +27,7 @@ from matview.frontend import Compiled
 from matview.keys import BUILTIN_COLLATIONS
 from matview.names import quote
 from matview.plan import Plan
+from matview.schema import read_table
 
 Probe = tuple[str, str]  # (column, collation)
 
@@ -143,7 +144,7 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
     delta_terms = DeltaTerms(plan)
     _prepare_every_term(conn, delta_terms, source)
     if not source.is_join:
-        return plan
+        return _subquery_indexes(conn, plan)
     probes = probed_columns(compiled.tree, source)
     aliases = [o.alias for o in source.occurrences]
     params = delta_terms.parameters({})
@@ -176,4 +177,34 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
             name = create_index(conn, names.delta_table(source.occurrences[nullable].table.name), wanted)
             if name not in created:
                 created.append(name)
-    return replace(plan, indexes=tuple(created), scans=tuple(dict.fromkeys(remaining)))
+    return _subquery_indexes(conn, replace(plan, indexes=tuple(created), scans=tuple(dict.fromkeys(remaining))))
+
+
+def _subquery_indexes(conn: apsw.Connection, plan: Plan) -> Plan:
+    """A correlated subquery probes its table by the compared column for each reached row:
+    that column gets an index unless one already leads with it."""
+    created = list(plan.indexes)
+    if plan.auto_indexes:
+        for table, column, collation in plan.subquery_probes:
+            if collation.upper() in BUILTIN_COLLATIONS and not _leads_an_index(conn, table, column, collation):
+                name = create_index(conn, table, [(column, collation)])
+                if name not in created:
+                    created.append(name)
+    return replace(plan, indexes=tuple(created))
+
+
+def _leads_an_index(conn: apsw.Connection, table: str, column: str, collation: str) -> bool:
+    """Whether an index of `table` (or its INTEGER PRIMARY KEY) starts with `column` in `collation`."""
+    info = read_table(conn, table)
+    if info.ipk is not None and info.ipk.lower() == column.lower():
+        return True
+    for _seq, index, *_ in conn.execute(f"PRAGMA main.index_list({quote(table)})"):
+        first = conn.execute(f"PRAGMA main.index_xinfo({quote(index)})").fetchone()
+        if (
+            first
+            and first[2]
+            and str(first[2]).lower() == column.lower()
+            and str(first[4]).upper() == collation.upper()
+        ):
+            return True
+    return False

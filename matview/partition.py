@@ -177,10 +177,14 @@ def _replace_roots(
         now[root_key].add(row_key(values), row[-1])
     delta: ZSet[bytes] = ZSet()
     for root_key in roots | now.keys():
-        for key, weight in store.get(ROOTS_OPERATOR, root_key) or ():
-            delta.add(key, -weight)
+        kept = store.get(ROOTS_OPERATOR, root_key) or []
         fresh = now.get(root_key)
-        for key, weight in fresh.items() if fresh is not None else ():
+        rows_now: list[list[Any]] = sorted([k, w] for k, w in fresh.items()) if fresh else []
+        if rows_now == sorted(kept):
+            continue  # reached, unchanged: nothing to subtract, add or write
+        for key, weight in kept:
+            delta.add(key, -weight)
+        for key, weight in rows_now:
             delta.add(key, weight)
-        store.put(ROOTS_OPERATOR, root_key, [[k, w] for k, w in fresh.items()] if fresh else None)
+        store.put(ROOTS_OPERATOR, root_key, rows_now or None)
     return [(*row_of(key), weight) for key, weight in delta.items()]

@@ -119,6 +119,7 @@ class Plan:
     #: per outermost subquery: the occurrences its FROM reads, its `FROM … WHERE …`, and whether that
     #: can join the outer FROM (no name clash) instead of an EXISTS (see `subqueries`, `partition`)
     subquery_reach: tuple[tuple[tuple[int, ...], Template, bool], ...] = ()
+    subquery_probes: tuple[tuple[str, str, str], ...] = ()  # (table, column, collation) subqueries compare by `=`
     auto_indexes: bool = True  # create the join-key indexes delta terms need (see `indexes`)
     indexes: tuple[str, ...] = ()  # matview's indexes this view's delta terms use
     scans: tuple[str, ...] = ()  # delta-term loops that remain scans, as messages
@@ -160,6 +161,7 @@ class Plan:
         for name in optional:
             data.setdefault(name, ())
         data.setdefault("from_template", ())
+        data["subquery_probes"] = tuple(tuple(p) for p in data.get("subquery_probes", ()))
         data["subquery_reach"] = tuple(
             (tuple(r[0]), tuple(r[1]), bool(r[2]) if len(r) > 2 else False) for r in data.get("subquery_reach", ())
         )

@@ -82,12 +82,11 @@ class StateStore:
         return self._values[slot]
 
     def keys(self, op: int) -> set[bytes]:
-        """Every key operator `op` has an entry for (persisted, or set since)."""
-        found = {bytes(k) for (k,) in self.conn.execute(f"SELECT key FROM {self.state} WHERE operator_id = ?", (op,))}
-        for (slot_op, key), value in self._values.items():
-            if slot_op == op:
-                (found.add if value is not None else found.discard)(key)
-        return found
+        """Every key operator `op` has an entry for (persisted, or set since); the persisted
+        entries are read in one query and kept, so `get` of each is free."""
+        for key, value in self.conn.execute(f"SELECT key, value FROM {self.state} WHERE operator_id = ?", (op,)):
+            self._values.setdefault((op, bytes(key)), unpack(value))
+        return {key for (slot_op, key), value in self._values.items() if slot_op == op and value is not None}
 
     def put(self, op: int, key: bytes, value: Any) -> None:
         """Set the accumulator; None deletes it."""

@@ -25,6 +25,7 @@ from matview.plan import Plan, Template, render
 from matview.schema import ROWID_NAMES, Column, affinity, has_one_variant, read_table, refuse_unstable_identity
 from matview.sqltext import (
     Clauses,
+    Span,
     Token,
     depth_walk,
     find_aggregate_calls,
@@ -63,28 +64,63 @@ SubqueryReach = tuple[tuple[int, ...], Template]
 
 def placeholders_in_subqueries(
     conn: apsw.Connection, template: Template, first: int
-) -> tuple[Template, list[Occurrence], list[SubqueryReach]]:
+) -> tuple[Template, list[Occurrence], list[SubqueryReach], list[tuple[str, str, str]]]:
     """`template` with every base table a subquery reads replaced by a placeholder
     `source<k> AS "alias"` (k from `first` on); those occurrences in order; and the reach
-    templates of the outermost subqueries."""
+    templates of the outermost subqueries; and the (table, column, collation) they probe."""
     occurrences: list[Occurrence] = []
     reaches: list[SubqueryReach] = []
+    probes: list[tuple[str, str, str]] = []
     out: list[str] = []
     for position, part in enumerate(template):
         if position % 2:
             out.append(part)
             continue
-        pieces = _split(conn, part, first, occurrences, reaches)  # numbers continue after `occurrences`
+        pieces = _split(conn, part, first, occurrences, reaches, probes)  # numbers continue after `occurrences`
         if out and len(out) % 2 == 1:  # the previous piece is a literal: join them
             out[-1] += pieces[0]
             out += pieces[1:]
         else:
             out += pieces
-    return tuple(out), occurrences, reaches
+    return tuple(out), occurrences, reaches, probes
+
+
+def _probes(conn: apsw.Connection, text: str, where: Span, items: list[FromItem]) -> list[tuple[str, str, str]]:
+    """(table, column, collation) a subquery probes: a WHERE conjunct `x.col = expr` where expr
+    reads a column of no table of the subquery's (a correlation to the outer row) — what an
+    index on x.col serves, so a reached outer row costs a SEARCH, not a scan."""
+    found = []
+    for conjunct in split_top_level(text, where.tokens, TokenType.AND):
+        toks = conjunct.tokens
+        depths = depth_walk(toks)
+        equals = [i for i, (t, d) in enumerate(zip(toks, depths)) if d == 0 and t.kind == TokenType.EQ]
+        if len(equals) != 1:
+            continue
+        left, right = toks[: equals[0]], toks[equals[0] + 1 :]
+        for side, other in ((left, right), (right, left)):
+            for item in items:
+                table = read_table(conn, item.name or "")
+                own = {fold(c.name) for c in table.columns}
+                if len(side) == 3 and side[1].kind == TokenType.DOT and fold(side[0].text) == fold(item.alias):
+                    column = table.column(side[2].text)
+                elif len(side) == 1 and len(items) == 1:
+                    column = table.column(side[0].text)
+                else:
+                    continue
+                outer_names = [t for t in other if t.is_name and t.kind in (TokenType.VAR, TokenType.IDENTIFIER)]
+                if column is None or not outer_names or any(_reads(other, i.alias, own) for i in items):
+                    continue
+                found.append((table.name, column.name, column.collation))
+    return found
 
 
 def _split(
-    conn: apsw.Connection, text: str, first: int, occurrences: list[Occurrence], reaches: list[SubqueryReach]
+    conn: apsw.Connection,
+    text: str,
+    first: int,
+    occurrences: list[Occurrence],
+    reaches: list[SubqueryReach],
+    probes: list[tuple[str, str, str]],
 ) -> list[str]:
     """One literal piece of a template, cut at the table references of its subqueries."""
     tokens = tokenize(text)
@@ -112,12 +148,14 @@ def _split(
         if stop < end and tokens[stop].kind == TokenType.WHERE:
             where_end = next((i for i in own if i > stop and tokens[i].kind in _AFTER_FROM), end)
         mine: list[int] = []
-        for item in read_from_items(text, list(tokens[from_at + 1 : stop]), check=True):
-            if item.name is None:
-                continue  # a FROM-subquery inside: its own SELECT is visited too
-            table = read_table(conn, item.name)
+        items = [i for i in read_from_items(text, list(tokens[from_at + 1 : stop]), check=True) if i.name is not None]
+        for item in items:  # a FROM-subquery inside has its own SELECT, visited too
+            table = read_table(conn, item.name or "")
             mine.append(len(references))
             references.append((*item.name_span, table.name, item.alias, item.aliased))
+        if stop < end and tokens[stop].kind == TokenType.WHERE:
+            where = Span(text, tuple(tokens[i] for i in own if stop < i < where_end))
+            probes.extend(_probes(conn, text, where, items))
         selects.append((index, end, from_at, where_end, mine))
     for index, token in enumerate(tokens[:-1]):
         if token.kind == TokenType.L_PAREN and tokens[index + 1].kind == TokenType.SELECT:
@@ -299,7 +337,7 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
     refuse_after_aggregation([*plan.post_exprs, plan.having or ""])
     if source.outer_kind == "RIGHT":
         raise UnsupportedQuery("a subquery in a view with a RIGHT JOIN is not supported yet (write it as a LEFT JOIN)")
-    stage1, extra, reaches = placeholders_in_subqueries(conn, plan.stage1, len(plan.sources))
+    stage1, extra, reaches, probes = placeholders_in_subqueries(conn, plan.stage1, len(plan.sources))
     for occurrence in [*source.occurrences, *extra]:
         refuse_unstable_identity(occurrence.table, "a view with a subquery")
     if "reach" not in stage1[1::2]:
@@ -323,6 +361,7 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
             dict.fromkeys([*plan.without_rowid, *(t.name for t in tables.values() if not t.has_rowid)])
         ),
         root_recompute=True,
+        subquery_probes=tuple(dict.fromkeys(probes)),
         outer_on="",
         outer_kind=source.outer_kind or "LEFT",
         from_template=source.template,
