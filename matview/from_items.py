@@ -24,6 +24,16 @@ class Cte:
     scope: dict[str, Cte]  # the CTEs visible inside its body: all of its WITH (SQLite reads ahead too)
 
 
+def _name_and_columns(tokens: list[Token], index: int) -> tuple[str, tuple[str, ...] | None, int]:
+    """`name [(column, …)]` at `index` (a CTE's or a view's): the name, the columns, the next index."""
+    name = tokens[index].text
+    index += 1
+    if tokens[index].kind != TokenType.L_PAREN:
+        return name, None, index
+    close = matching_paren(tokens, index)
+    return name, tuple(t.text for t in tokens[index + 1 : close] if t.kind != TokenType.COMMA), close + 1
+
+
 def strip_with(sql: str) -> str:
     """`WITH … SELECT` whose CTEs no FROM uses: the SELECT alone."""
     tokens = tokenize(sql)
@@ -39,13 +49,7 @@ def read_with(sql: str, tokens: list[Token], outer: dict[str, Cte]) -> tuple[dic
         index += 1
     scope = dict(outer)
     while True:
-        name = tokens[index].text
-        index += 1
-        columns: tuple[str, ...] | None = None
-        if tokens[index].kind == TokenType.L_PAREN:
-            close = matching_paren(tokens, index)
-            columns = tuple(t.text for t in tokens[index + 1 : close] if t.kind != TokenType.COMMA)
-            index = close + 1
+        name, columns, index = _name_and_columns(tokens, index)
         index += 1  # AS
         while tokens[index].kind != TokenType.L_PAREN:  # [NOT] MATERIALIZED
             index += 1
@@ -235,13 +239,7 @@ def view_parts(view_sql: str) -> tuple[str, tuple[str, ...] | None, str]:
         index += 1
     if index + 2 < len(tokens) and tokens[index + 1].kind == TokenType.DOT:
         index += 2
-    name = tokens[index].text
-    index += 1
-    columns: tuple[str, ...] | None = None
-    if tokens[index].kind == TokenType.L_PAREN:
-        close = matching_paren(tokens, index)
-        columns = tuple(t.text for t in tokens[index + 1 : close] if t.kind != TokenType.COMMA)
-        index = close + 1
+    name, columns, index = _name_and_columns(tokens, index)
     if tokens[index].kind != TokenType.ALIAS:
         raise Error(f"cannot read the definition of view {name}")
     return name, columns, view_sql[tokens[index + 1].start : tokens[-1].end]

@@ -26,6 +26,7 @@ import apsw
 from sqlglot.tokens import TokenType
 
 from matview import names
+from matview.from_items import JOIN_WORDS, OUTER_WORDS
 from matview.keys import row_key, row_of
 from matview.names import quote
 from matview.plan import Template, render
@@ -40,17 +41,7 @@ if TYPE_CHECKING:
 ROOTS_OPERATOR = -1
 
 #: the tokens that start the next FROM item (a join operator)
-_JOIN_SEPARATORS = {
-    TokenType.COMMA,
-    TokenType.JOIN,
-    TokenType.NATURAL,
-    TokenType.CROSS,
-    TokenType.INNER,
-    TokenType.LEFT,
-    TokenType.RIGHT,
-    TokenType.FULL,
-    TokenType.OUTER,
-}
+_JOIN_SEPARATORS = {TokenType.COMMA, *JOIN_WORDS, *OUTER_WORDS}
 
 
 def from_prefix(template: Template, occurrence: int) -> Template:

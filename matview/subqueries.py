@@ -12,6 +12,7 @@ row, so it reaches every row (the cost of a changed uncorrelated value that ever
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import replace
 
 import apsw
@@ -85,18 +86,22 @@ def placeholders_in_subqueries(
     return tuple(out), occurrences, reaches, probes
 
 
+def _equalities(text: str, where: Span) -> Iterator[tuple[tuple[Token, ...], tuple[Token, ...]]]:
+    """The two sides of each top-level `a = b` conjunct of a WHERE clause."""
+    for conjunct in split_top_level(text, where.tokens, TokenType.AND):
+        toks = conjunct.tokens
+        depths = depth_walk(toks)
+        equals = [i for i, (t, d) in enumerate(zip(toks, depths)) if d == 0 and t.kind == TokenType.EQ]
+        if len(equals) == 1:
+            yield toks[: equals[0]], toks[equals[0] + 1 :]
+
+
 def _probes(conn: apsw.Connection, text: str, where: Span, items: list[FromItem]) -> list[tuple[str, str, str]]:
     """(table, column, collation) a subquery probes: a WHERE conjunct `x.col = expr` where expr
     reads a column of no table of the subquery's (a correlation to the outer row) — what an
     index on x.col serves, so a reached outer row costs a SEARCH, not a scan."""
     found = []
-    for conjunct in split_top_level(text, where.tokens, TokenType.AND):
-        toks = conjunct.tokens
-        depths = depth_walk(toks)
-        equals = [i for i, (t, d) in enumerate(zip(toks, depths)) if d == 0 and t.kind == TokenType.EQ]
-        if len(equals) != 1:
-            continue
-        left, right = toks[: equals[0]], toks[equals[0] + 1 :]
+    for left, right in _equalities(text, where):
         for side, other in ((left, right), (right, left)):
             for item in items:
                 table = read_table(conn, item.name or "")
@@ -276,13 +281,7 @@ def _unique_lookup(conn: apsw.Connection, body: str, clauses: Clauses, tables: l
         if column is None or affinity(column.decltype) != "INTEGER":
             return False
     own = {fold(c.name) for c in table.columns} | {"rowid", "_rowid_", "oid"}
-    for conjunct in split_top_level(body, clauses.where.tokens, TokenType.AND):
-        toks = conjunct.tokens
-        depths = depth_walk(toks)
-        equals = [i for i, (t, d) in enumerate(zip(toks, depths)) if d == 0 and t.kind == TokenType.EQ]
-        if len(equals) != 1:
-            continue
-        left, right = toks[: equals[0]], toks[equals[0] + 1 :]
+    for left, right in _equalities(body, clauses.where):
         for key_side, other in ((left, right), (right, left)):
             if _is_column(key_side, item.alias, keys) and not _reads(other, item.alias, own):
                 return True

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
+
+import matview
 
 
 def typed(value: Any) -> tuple[str, Any]:
@@ -66,3 +69,19 @@ def create_views_both_modes(conn: Any, defs: dict[str, str]) -> dict[str, str]:
 def assert_views_match(conn: Any, live: dict[str, str]) -> None:
     for name, sql in live.items():
         assert_view_matches(conn, name, sql)
+
+
+def run_scenario(tmp_path: Path, setup: list[str], views: dict[str, str], steps: list[list[str]]) -> Any:
+    """Run `setup`, create `views` in both modes, run each step as one transaction and check
+    every view after each; the open connection."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    for sql in setup:
+        conn.execute(sql)
+    live = create_views_both_modes(conn, views)
+    for step in [[], *steps]:
+        with conn:
+            for sql in step:
+                conn.execute(sql)
+        for view, sql in live.items():
+            assert_view_matches(conn, view, sql)
+    return conn

@@ -9,30 +9,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import apsw
 
 sys.path.insert(0, str(Path(__file__).parent))
 from oracle import assert_view_matches, create_views_both_modes
+from oracle import run_scenario as _scenario
 
 import matview
-
-
-def _scenario(tmp_path: Path, setup: list[str], views: dict[str, str], steps: list[list[str]]) -> Any:
-    """Create the views in both modes, run each step as one transaction, check after each."""
-    conn = matview.connect(str(tmp_path / "db.sqlite"))
-    for sql in setup:
-        conn.execute(sql)
-    live = create_views_both_modes(conn, views)
-    for step in [[], *steps]:
-        with conn:
-            for sql in step:
-                conn.execute(sql)
-        for view, sql in live.items():
-            assert_view_matches(conn, view, sql)
-    return conn
-
 
 # --------------------------------------------------------------------------------------
 # Finding 1: an inner join after a LEFT JOIN whose condition accepts the padded row

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))
 from oracle import assert_view_matches, create_views_both_modes
+from oracle import run_scenario as _scenario
 from stock import stock_sqlite3
 
 import matview
@@ -241,20 +242,6 @@ def test_seeded_join_programs(tmp_path, seed):
 
 # --------------------------------------------------------------------------------------
 # pitfalls of RELATIONAL.md §1.7 (inner joins)
-
-
-def _scenario(tmp_path: Path, setup: list[str], views: dict[str, str], steps: list[list[str]]) -> Any:
-    conn = matview.connect(str(tmp_path / "db.sqlite"))
-    for sql in setup:
-        conn.execute(sql)
-    live = create_views_both_modes(conn, views)
-    for step in [[], *steps]:
-        with conn:
-            for sql in step:
-                conn.execute(sql)
-        for view, sql in live.items():
-            assert_view_matches(conn, view, sql)
-    return conn
 
 
 def test_pitfall_1_self_join_counts_a_new_row_once(tmp_path):
