@@ -58,6 +58,13 @@ def main() -> None:
     conn.execute("""CREATE MATERIALIZED VIEW IF NOT EXISTS quiet_regions AS
                     SELECT r.name, r.manager FROM regions r LEFT JOIN orders o ON o.region = r.name
                     WHERE o.id IS NULL""")
+    # subqueries and CTEs: managers whose region has a big order; regions above the average order
+    conn.execute("""CREATE MATERIALIZED VIEW IF NOT EXISTS big_spender_managers AS
+                    SELECT r.name, r.manager FROM regions r
+                    WHERE EXISTS (SELECT 1 FROM orders o WHERE o.region = r.name AND o.amount > 495)""")
+    conn.execute("""CREATE MATERIALIZED VIEW IF NOT EXISTS above_average AS
+                    WITH per_region AS (SELECT region, AVG(amount) AS mean, COUNT(*) AS n FROM orders GROUP BY region)
+                    SELECT region, n FROM per_region WHERE mean > 250""")
     console.print(f"[bold]database:[/bold] {path}")
     show(conn, "SELECT * FROM revenue ORDER BY region", "revenue (immediate) after CREATE")
 
@@ -81,6 +88,8 @@ def main() -> None:
     show(conn, "SELECT count(*), sum(doubled) FROM big_orders", "big_orders (deferred, read merges pending)")
     show(conn, "SELECT * FROM by_manager ORDER BY manager", "by_manager (orders ⋈ regions)")
     show(conn, "SELECT * FROM quiet_regions ORDER BY name", "quiet_regions (regions ⟕ orders, no order yet)")
+    show(conn, "SELECT * FROM big_spender_managers ORDER BY name", "big_spender_managers (EXISTS subquery)")
+    show(conn, "SELECT * FROM above_average ORDER BY region", "above_average (an aggregating CTE, filtered)")
     for view in conn.views():
         ok = view.verify()
         console.print(f"verify {view.name}: {'[green]equals its SELECT[/green]' if ok else '[red]DIFFERS[/red]'}")

@@ -166,11 +166,18 @@ class _Builder:
         aliases = {item.alias.lower(): item for item in items if item.alias}
         replacements = []
         toks = span.tokens
+        inside = _inside_subqueries(toks)
         for index, token in enumerate(toks):
             if token.kind not in (TokenType.VAR, TokenType.IDENTIFIER):  # never a keyword such as NULL
                 continue
             if token.text.lower() not in aliases or self.resolve(token.text):
                 continue
+            if index in inside:
+                # the subquery's own tables may have a column of that name, which wins there
+                raise UnsupportedQuery(
+                    f"the name {token.text} inside a subquery, where it could be the select-list alias or a "
+                    "column of the subquery's tables: not supported yet"
+                )
             if index > 0 and toks[index - 1].kind == TokenType.DOT:
                 continue
             if index + 1 < len(toks) and toks[index + 1].kind in (TokenType.DOT, TokenType.L_PAREN):
@@ -304,6 +311,20 @@ class _Builder:
         return text
 
 
+def _inside_subqueries(tokens: tuple[Token, ...]) -> set[int]:
+    """Indexes of the tokens inside parenthesized subqueries."""
+    inside: set[int] = set()
+    for index, token in enumerate(tokens[:-1]):
+        if token.kind == TokenType.L_PAREN and tokens[index + 1].kind in (TokenType.SELECT, TokenType.VALUES):
+            depth = 0
+            for position in range(index, len(tokens)):
+                depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[position].kind, 0)
+                inside.add(position)
+                if depth == 0:
+                    break
+    return inside
+
+
 def _same_with(candidate: str, column: str, term: str, original: str) -> bool:
     """True when `candidate` (original with one span replaced by `column`) parses like the
     original once `column` is replaced back by the parsed `term`."""
@@ -376,6 +397,8 @@ def build_plan(
     aliases = tuple(o.alias for o in source.occurrences)
     preserved = source.occurrences[source.preserved].table
     outer_key = (preserved.rowid_name,) if preserved.has_rowid else preserved.primary_key
+    if source.root_recompute:  # a key VACUUM keeps (see `partition`)
+        outer_key = preserved.stable_key or outer_key
     without_rowid = tuple(dict.fromkeys(o.table.name for o in source.occurrences if not o.table.has_rowid))
     signatures = tuple(
         (table.name, tuple((c.name, c.decltype, c.collation) for c in table.columns))
@@ -387,6 +410,8 @@ def build_plan(
         sources=sources,
         aliases=aliases,
         without_rowid=without_rowid,
+        stable_rowid_tables=tuple(dict.fromkeys(o.table.name for o in source.occurrences if o.table.ipk)),
+        root_key_nullable=source.root_recompute and preserved.key_may_be_null,
         outer_on=source.outer_on,
         outer_kind=source.outer_kind,
         outer_where=bool(where),

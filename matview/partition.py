@@ -29,7 +29,7 @@ from matview import names
 from matview.from_items import JOIN_WORDS, OUTER_WORDS
 from matview.keys import row_key, row_of
 from matview.names import quote
-from matview.plan import Template, render
+from matview.plan import Plan, Template, render
 from matview.sqltext import depth_walk, tokenize
 from matview.state import StateStore
 from matview.zset import ZSet
@@ -66,8 +66,8 @@ def true_old_source(terms: DeltaTerms, number: int, table: str) -> str:
     exact = ", ".join([rowid, *(f"typeof({quote(c)}), {quote(c)} COLLATE BINARY" for c in user)])
     deleted_columns = ", ".join([*(quote(c) for c in user), *(f"{rowid} AS {a}" for a in rowids)])
     deleted = f"SELECT {deleted_columns} FROM {delta} WHERE {in_range} GROUP BY {exact} HAVING sum({weight}) < 0"
-    if rowids:
-        # by rowid: the identities with an inserted image, found once per statement
+    if rowids and table in terms.plan.stable_rowid_tables:
+        # by rowid (an INTEGER PRIMARY KEY): the identities with an inserted image, found once per statement
         inserted = f"SELECT {rowid} FROM {delta} WHERE {in_range} GROUP BY {exact} HAVING sum({weight}) > 0"
         kept = f"SELECT {terms.table_columns(table)} FROM main.{quote(table)} WHERE {rowids[0]} NOT IN ({inserted})"
         return f"({kept} UNION ALL {deleted})"
@@ -78,7 +78,8 @@ def true_old_source(terms: DeltaTerms, number: int, table: str) -> str:
         f"(SELECT coalesce(sum(d.{weight}), 0) FROM {delta} AS d "
         f"WHERE d.{seq} > :lo{number} AND d.{seq} <= :hi{number} AND {same}) > 0"
     )
-    kept = ", ".join(f"t.{quote(c)}" for c in user)
+    # by image (a NOT NULL primary key makes each unique): no rowid, which VACUUM may renumber
+    kept = ", ".join([*(f"t.{quote(c)}" for c in user), *(f"t.{rowids[0]} AS {a}" for a in rowids)])
     return f"(SELECT {kept} FROM main.{quote(table)} AS t WHERE NOT ({inserted_image}) UNION ALL {deleted})"
 
 
@@ -86,8 +87,8 @@ def root_queries(terms: DeltaTerms, changed: frozenset[str]) -> tuple[str | None
     """For the changed tables: the SELECT of the reached roots' keys (None: every root),
     and the SELECT of their stage-1 rows now, the root key columns before the weight."""
     plan = terms.plan
+    key = root_key(plan)
     root = quote(plan.aliases[0])
-    key = ", ".join(f"{root}.{quote(k)}" for k in plan.outer_key)
     new = {f"source{i}": f"main.{quote(t)}" for i, t in enumerate(plan.sources)}
     old = {
         f"source{i}": true_old_source(terms, terms.tables.index(t), t) if t in changed else f"main.{quote(t)}"
@@ -105,7 +106,7 @@ def root_queries(terms: DeltaTerms, changed: frozenset[str]) -> tuple[str | None
             return None, rows_everywhere
         delta = {f"source{j}": terms.delta_source(plan.sources[j])}
         for template, join in templates:
-            for state in _states(new, old, changed, plan.sources[j]):
+            for state in _states(new, old, changed, plan.sources[j], plan.sources):
                 inner = render(template, **{**state, **delta})
                 outer = render(plan.from_template, **state)
                 if join:  # the change leads: the outer rows are found by index from ΔX
@@ -123,7 +124,7 @@ def root_queries(terms: DeltaTerms, changed: frozenset[str]) -> tuple[str | None
         # the joins up to X only: a later inner join may accept a row only where X did not
         # match it (`JOIN c ON c.y IS x.y`), so keeping it would lose that root
         through = from_prefix(plan.from_template, i)
-        for state in _states(new, old, changed, table):
+        for state in _states(new, old, changed, table, plan.sources):
             reached.append(f"SELECT {key} FROM {render(through, **{**state, **delta})} WHERE {matched}")
     reach = " UNION ".join(reached)
     joiner = "AND" if plan.outer_where else "WHERE"
@@ -131,9 +132,12 @@ def root_queries(terms: DeltaTerms, changed: frozenset[str]) -> tuple[str | None
     return reach, rows
 
 
-def _states(new: dict[str, str], old: dict[str, str], changed: frozenset[str], table: str) -> list[dict[str, str]]:
-    """The states a reach query runs over: the new one, and the old one when another table changed."""
-    return [new] if changed == {table} else [new, old]
+def _states(
+    new: dict[str, str], old: dict[str, str], changed: frozenset[str], table: str, sources: tuple[str, ...]
+) -> list[dict[str, str]]:
+    """The states a reach query runs over: the new one, and the old one when another table
+    changed or the table is read twice (a deleted row may have met itself)."""
+    return [new] if changed == {table} and sources.count(table) == 1 else [new, old]
 
 
 def root_delta(conn: apsw.Connection, terms: DeltaTerms, ranges: Ranges, store: StateStore) -> list[tuple[Any, ...]]:
@@ -141,20 +145,31 @@ def root_delta(conn: apsw.Connection, terms: DeltaTerms, ranges: Ranges, store: 
     now, less the rows they had (kept in `store`), which are replaced."""
     params = terms.parameters(ranges)
     reach, rows = root_queries(terms, frozenset(ranges))
-    width = len(terms.plan.outer_key)
+    width = _key_width(terms.plan)
     # every root (reach None): those that had rows; those with rows now come from `rows`
     roots = store.keys(ROOTS_OPERATOR) if reach is None else {row_key(r) for r in conn.execute(reach, params)}
     return _replace_roots(store, roots, conn.execute(rows, params), width)
 
 
+def root_key(plan: Plan) -> str:
+    """The root's key as SQL: its columns, or — where a rowid table's PRIMARY KEY may hold
+    NULLs, which `IN` never matches — one text of their quoted values (NULL rows share one)."""
+    root = quote(plan.aliases[0])
+    columns = [f"{root}.{quote(k)}" for k in plan.outer_key]
+    return " || ',' || ".join(f"quote({c})" for c in columns) if plan.root_key_nullable else ", ".join(columns)
+
+
 def populate_roots(conn: apsw.Connection, terms: DeltaTerms, store: StateStore) -> list[tuple[Any, ...]]:
     """The initial snapshot of a root-recompute view: every root's stage-1 rows, kept."""
     plan = terms.plan
-    root = quote(plan.aliases[0])
-    key = ", ".join(f"{root}.{quote(k)}" for k in plan.outer_key)
+    key = root_key(plan)
     sources = {f"source{i}": f"main.{quote(t)}" for i, t in enumerate(plan.sources)}
     rows = conn.execute(render(plan.stage1, weight=f"{key}, 1", outer=plan.outer_kind, **sources))
-    return _replace_roots(store, set(), rows, len(plan.outer_key))
+    return _replace_roots(store, set(), rows, _key_width(plan))
+
+
+def _key_width(plan: Plan) -> int:
+    return 1 if plan.root_key_nullable else len(plan.outer_key)
 
 
 def _replace_roots(

@@ -110,10 +110,12 @@ class Plan:
     functions: tuple[str, ...] = ()  # user-defined SQL functions the SELECT calls (lower case)
     aliases: tuple[str, ...] = ()  # the name of each occurrence in the query (its alias or table name)
     without_rowid: tuple[str, ...] = ()  # base tables WITHOUT ROWID
+    stable_rowid_tables: tuple[str, ...] = ()  # base tables whose rowid is an INTEGER PRIMARY KEY (VACUUM keeps it)
     outer_on: str = ""  # `A LEFT|RIGHT JOIN B ON <outer_on>`: the condition as written (circuit.DeltaTerms)
     outer_kind: str = ""  # "LEFT" or "RIGHT": which occurrence keeps all its rows
     outer_where: bool = False  # the outer join's SELECT has a WHERE (the `reach` filter joins it with AND)
     outer_key: tuple[str, ...] = ()  # what identifies a preserved row: a rowid name no column shadows, or the PK
+    root_key_nullable: bool = False  # the root's key may hold NULLs: matched as quoted text (NULL rows as one)
     root_recompute: bool = False  # LEFT JOIN chains: ΔV recomputes the rows of the first table's changed rows
     from_template: Template = ()  # the FROM clause alone (root_recompute: which first-table rows a change reaches)
     #: per outermost subquery: the occurrences its FROM reads, its `FROM … WHERE …`, and whether that
@@ -157,7 +159,15 @@ class Plan:
         data["post_columns"] = tuple(
             PostColumn(p["name"], p["decltype"], p["collation"], tuple(p["source"])) for p in data["post_columns"]
         )
-        optional = ("functions", "aliases", "without_rowid", "outer_key", "indexes", "scans")  # newer than some plans
+        optional = (
+            "functions",
+            "aliases",
+            "without_rowid",
+            "outer_key",
+            "indexes",
+            "scans",
+            "stable_rowid_tables",
+        )  # newer than some plans
         for name in optional:
             data.setdefault(name, ())
         data.setdefault("from_template", ())

@@ -53,6 +53,21 @@ class TableInfo:
     primary_key: tuple[str, ...]  # WITHOUT ROWID tables: their key columns
     unique_keys: tuple[tuple[str, ...], ...] = field(default=())
     rowid_name: str = "rowid"  # an alias of the real rowid that no user column shadows
+    pk_not_null: bool = False  # every PRIMARY KEY column is NOT NULL (a rowid table's PK may hold NULLs)
+
+    @property
+    def stable_key(self) -> tuple[str, ...] | None:
+        """What identifies a row across VACUUM (which renumbers rowids that are not an INTEGER
+        PRIMARY KEY): a rowid name, or the primary key columns (a rowid table's may hold NULLs:
+        rows with NULL keys then count as one); None when nothing does."""
+        if self.has_rowid and self.ipk is not None:
+            return (self.rowid_name,)
+        return self.primary_key or None
+
+    @property
+    def key_may_be_null(self) -> bool:
+        """Whether `stable_key` may hold NULLs (a rowid table's PRIMARY KEY without NOT NULL)."""
+        return self.has_rowid and self.ipk is None and not self.pk_not_null
 
     def column(self, name: str) -> Column | None:
         lowered = fold(name)
@@ -68,12 +83,13 @@ class TableInfo:
 
 
 def refuse_unstable_identity(table: TableInfo, what: str) -> None:
-    """Views maintained per row (LEFT JOIN chains, subqueries) identify rows by rowid, which
-    VACUUM renumbers — without any change a trigger sees — unless it is an INTEGER PRIMARY KEY."""
-    if table.has_rowid and table.ipk is None:
+    """Views maintained per row (LEFT JOIN chains, subqueries) identify rows by a key that
+    survives VACUUM, which renumbers rowids — without any change a trigger sees — unless they
+    are an INTEGER PRIMARY KEY: that, or a primary key of NOT NULL columns."""
+    if table.stable_key is None:
         raise UnsupportedQuery(
-            f"{what} over table {table.name}, which has no INTEGER PRIMARY KEY: its rows are identified by "
-            "rowid, which VACUUM renumbers; declare an INTEGER PRIMARY KEY (or make it WITHOUT ROWID)"
+            f"{what} over table {table.name}, which has no PRIMARY KEY: its rows could only be "
+            "identified by rowid, which VACUUM renumbers; declare a PRIMARY KEY"
         )
 
 
@@ -109,8 +125,9 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
     )
     columns: list[Column] = []
     pk_cols: list[tuple[int, str]] = []
+    nullable_pk = False
     strict = _is_strict(str(scalar(conn, "SELECT sql FROM main.sqlite_master WHERE name = ?", (real_name,))))
-    for _cid, col, decltype, _notnull, _default, pk, hidden in conn.execute(
+    for _cid, col, decltype, notnull, _default, pk, hidden in conn.execute(
         f"PRAGMA main.table_xinfo({quote(real_name)})"
     ):
         if hidden == 1:
@@ -119,6 +136,7 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
         columns.append(Column(col, _mirror_type(decltype or "", strict), collation.upper()))
         if pk:
             pk_cols.append((pk, col))
+            nullable_pk = nullable_pk or not notnull
     pk_names = tuple(c for _, c in sorted(pk_cols))
     without_rowid = bool(
         conn.execute("SELECT 1 FROM pragma_index_list(?) WHERE origin = 'pk'", (real_name,)).fetchone()
@@ -148,7 +166,9 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
         if not free:
             raise UnsupportedQuery(f"table {real_name}: its columns rowid, _rowid_ and oid hide the rowid")
         rowid_name = free[0]
-    return TableInfo(real_name, tuple(columns), not without_rowid, ipk, pk_names, tuple(unique_keys), rowid_name)
+    return TableInfo(
+        real_name, tuple(columns), not without_rowid, ipk, pk_names, tuple(unique_keys), rowid_name, not nullable_pk
+    )
 
 
 def _is_strict(create_sql: str) -> bool:

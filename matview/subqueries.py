@@ -25,6 +25,7 @@ from matview.names import fold, quote
 from matview.plan import Plan, Template, render
 from matview.schema import ROWID_NAMES, Column, affinity, has_one_variant, read_table, refuse_unstable_identity
 from matview.sqltext import (
+    AggregateCall,
     Clauses,
     Span,
     Token,
@@ -92,7 +93,8 @@ def _equalities(text: str, where: Span) -> Iterator[tuple[tuple[Token, ...], tup
         toks = conjunct.tokens
         depths = depth_walk(toks)
         equals = [i for i, (t, d) in enumerate(zip(toks, depths)) if d == 0 and t.kind == TokenType.EQ]
-        if len(equals) == 1:
+        either = any(d == 0 and t.kind == TokenType.OR for t, d in zip(toks, depths))
+        if len(equals) == 1 and not either:
             yield toks[: equals[0]], toks[equals[0] + 1 :]
 
 
@@ -173,6 +175,8 @@ def _split(
     for begin, end, from_at, where_end, mine in selects:
         if any(other[0] < begin and end <= other[1] for other in selects):
             continue  # nested in another subquery: reached through that one
+        if any(tokens[i].kind in (TokenType.LEFT, TokenType.RIGHT, TokenType.FULL) for i in range(from_at, where_end)):
+            continue  # an outer join inside pads rows a change can add or remove: every row is reached
         lo, hi = tokens[from_at].start, tokens[where_end - 1].end
         reaches.append((tuple(numbers[i] for i in mine), tuple(_template(text, edits, lo, hi))))
     return _template(text, edits, 0, len(text))
@@ -231,6 +235,8 @@ def _refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token]
             f"{call.name}() inside a subquery: its value depends on the order SQLite scans the rows "
             "(COUNT, MIN/MAX of a typed BINARY column, SUM/TOTAL/AVG of an INTEGER column are supported there)"
         )
+    if calls and not clauses.group:
+        _refuse_bare_columns(body, clauses, calls)
     before = tokens[open_index - 1].kind if open_index else None
     if before in (TokenType.IN, TokenType.EXISTS):
         return  # a set: the order of its rows does not matter
@@ -248,6 +254,22 @@ def _exact_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list
     """Whether `tokens` is a plain column whose equal values are identical (typed, BINARY)."""
     column = _plain_column(conn, tokens, tables)
     return column is not None and has_one_variant(column.decltype, column.collation)
+
+
+def _refuse_bare_columns(body: str, clauses: Clauses, calls: list[AggregateCall]) -> None:
+    """An aggregate subquery's select list may read columns only inside its aggregates: a
+    bare column comes from an arbitrary row (SQLite's choice follows the scan order)."""
+    toks = clauses.select.tokens
+    covered = {i for call in calls for i in range(call.first, call.last)}
+    for index, token in enumerate(toks):
+        if index in covered or token.kind not in (TokenType.VAR, TokenType.IDENTIFIER):
+            continue
+        if index + 1 < len(toks) and toks[index + 1].kind in (TokenType.L_PAREN, TokenType.DOT):
+            continue  # a function's name, or a table's before its column
+        raise UnsupportedQuery(
+            f"column {token.text} outside the aggregates of an aggregating subquery: SQLite takes it from an "
+            "arbitrary row"
+        )
 
 
 def _integer_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]) -> bool:
@@ -359,7 +381,12 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
         without_rowid=tuple(
             dict.fromkeys([*plan.without_rowid, *(t.name for t in tables.values() if not t.has_rowid)])
         ),
+        stable_rowid_tables=tuple(
+            dict.fromkeys([*plan.stable_rowid_tables, *(t.name for t in tables.values() if t.has_rowid and t.ipk)])
+        ),
         root_recompute=True,
+        outer_key=source.occurrences[0].table.stable_key or plan.outer_key,
+        root_key_nullable=source.occurrences[0].table.key_may_be_null,
         subquery_probes=tuple(dict.fromkeys(probes)),
         outer_on="",
         outer_kind=source.outer_kind or "LEFT",

@@ -170,3 +170,33 @@ def test_refusals_name_the_construct(tmp_path, sql, words):
     with pytest.raises(matview.UnsupportedQuery, match=words):
         conn.execute(f"CREATE MATERIALIZED VIEW v AS {sql}")
     assert conn.views() == []
+
+
+def test_a_text_primary_key_with_nulls_identifies_rows_and_survives_vacuum(tmp_path):
+    """A rowid table's PRIMARY KEY may hold NULLs (`IN` never matches them): rows with NULL keys
+    are recomputed as one. VACUUM renumbers rowids under pending changes; the key survives."""
+    path = tmp_path / "db.sqlite"
+    conn = matview.connect(str(path))
+    conn.execute("CREATE TABLE r(name TEXT PRIMARY KEY, m INTEGER)")
+    conn.execute("CREATE TABLE o(id INTEGER PRIMARY KEY, region TEXT, amount INTEGER)")
+    conn.execute("INSERT INTO r VALUES ('a', 1), (NULL, 2), (NULL, 3), ('b', 4)")
+    conn.execute("INSERT INTO o(region, amount) VALUES ('a', 5), (NULL, 6)")
+    views = {
+        "exists": "SELECT r.name, r.m FROM r WHERE EXISTS (SELECT 1 FROM o WHERE o.region IS r.name)",
+        "chain": "SELECT r.name, r.m, o.id FROM r LEFT JOIN o ON o.region = r.name LEFT JOIN o AS o2 ON o2.id = o.id",
+    }
+    live = create_views_both_modes(conn, views)
+    writes = [
+        "INSERT INTO o(region, amount) VALUES ('b', 1)",
+        "INSERT INTO r VALUES (NULL, 9)",
+        "DELETE FROM o WHERE region IS NULL",
+        "UPDATE r SET m = 7 WHERE name IS NULL",
+        "DELETE FROM r WHERE m = 2",
+        "UPDATE r SET m = 8 WHERE name = 'a'",
+        "VACUUM",
+    ]
+    for write in writes:
+        conn.execute(write)
+        for view, sql in live.items():
+            assert_view_matches(conn, view, sql)
+    conn.close()
