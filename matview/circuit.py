@@ -117,6 +117,11 @@ class DeltaTerms:
             weights: list[str] = []
             for j, table in enumerate(plan.sources):
                 number = self.tables.index(table)
+                if self._arm(j) != self._arm(i):  # another arm of a UNION: empty, it adds nothing
+                    placeholders[f"source{j}"] = (
+                        f"(SELECT {self.table_columns(table)} FROM main.{quote(table)} LIMIT 0)"
+                    )
+                    continue
                 if j == i:
                     placeholders[f"source{j}"] = self._delta_sources[number]
                 elif j > i and j in changed_at:
@@ -126,9 +131,17 @@ class DeltaTerms:
                     continue
                 weight = quote(names.WEIGHT)
                 weights.append(weight if single else f"{quote(plan.aliases[j])}.{weight}")
-            terms.append(render(plan.stage1, weight=" * ".join(weights), **placeholders))
+            arm = self._arm(i)
+            # each arm's weight placeholder: this arm's product, "1" in the empty others
+            names_ = ["weight", *(f"weight{k}" for k in range(1, len(plan.arms)))]
+            weight_of_arm = {name: " * ".join(weights) if k == arm else "1" for k, name in enumerate(names_)}
+            terms.append(render(plan.stage1, **weight_of_arm, **placeholders))
         self._terms[changed] = terms
         return terms
+
+    def _arm(self, occurrence: int) -> int:
+        """Which arm of a UNION an occurrence is in (0 for a simple SELECT)."""
+        return sum(1 for start in self.plan.arms[1:] if start <= occurrence)
 
     def _outer_terms(self, changed: frozenset[str]) -> list[str]:
         """Δ(P ⟕ N) for an outer join of a preserved occurrence P and a nullable one N

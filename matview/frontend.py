@@ -20,6 +20,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
+from matview.compound import combine, split_arms
 from matview.errors import Error, UnsupportedQuery
 from matview.from_clause import ColumnRef, FromClause, read_from_clause
 from matview.inline import inline_query
@@ -67,6 +68,12 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
     """Compile the defining SELECT of a view, or raise `Error` / `UnsupportedQuery`."""
     sql, tokens = one_statement(sql)
     names, decltypes = probe_columns(conn, sql)
+    compound = split_arms(sql, tokens) if tokens[0].kind == TokenType.SELECT else None
+    if compound is not None:
+        arms, distinct = compound
+        compiled = [_compile_arm(conn, text, arm_tokens, names, decltypes) for text, arm_tokens in arms]
+        plan = combine(conn, [(c.plan, c.source) for c in compiled], distinct)
+        return Compiled(replace(plan, auto_indexes=auto_indexes), compiled[0].tree, compiled[0].source)
     inlined = inline_query(conn, sql)
     if inlined.sql != sql:
         sql, tokens = one_statement(inlined.sql)
@@ -81,6 +88,22 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
         plan = with_subqueries(conn, plan, source)
     plan = replace(plan, functions=functions, auto_indexes=auto_indexes, plain_views=inlined.views)
     return Compiled(plan, tree, source)
+
+
+def _compile_arm(
+    conn: apsw.Connection, sql: str, tokens: list[Token], names: list[str], decltypes: list[str]
+) -> Compiled:
+    """One arm of a set operation: a select-project-join SELECT over base tables."""
+    tree = parse_select(sql)
+    refuse_unsupported(tree)
+    if has_subquery(sql):
+        raise UnsupportedQuery("a subquery in an arm of a set operation is not supported yet")
+    functions = refuse_nondeterministic(conn, sql, tokens)
+    clauses = split_clauses(sql, tokens)
+    source = read_from_clause(conn, sql, clauses.from_.tokens)
+    refuse_unstable_rowid(tokens, source)
+    plan = build_plan(conn, sql, clauses, source, names, decltypes, tree)
+    return Compiled(replace(plan, functions=functions), tree, source)
 
 
 def compile_view(conn: apsw.Connection, sql: str) -> Plan:

@@ -143,6 +143,8 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
     plan, source = compiled.plan, compiled.source
     delta_terms = DeltaTerms(plan)
     _prepare_every_term(conn, delta_terms, source)
+    if plan.arms:
+        return plan  # a set operation's arms: their joins are not indexed yet
     if not source.is_join:
         return _subquery_indexes(conn, plan)
     probes = probed_columns(compiled.tree, source)

@@ -39,8 +39,15 @@ PLACEHOLDER_DEFAULTS = {"outer": "LEFT", "reach": ""}
 
 
 def render(parts: Template, **values: str) -> str:
+    """Fill a template. A compound's arm k > 0 has its weight as `weight<k>`: `weight` unless given."""
     filled = {**PLACEHOLDER_DEFAULTS, **values}
-    return "".join(filled[part] if position % 2 else part for position, part in enumerate(parts))
+
+    def value(part: str) -> str:
+        if part not in filled and part.startswith(WEIGHT):
+            return filled[WEIGHT]
+        return filled[part]
+
+    return "".join(value(part) if position % 2 else part for position, part in enumerate(parts))
 
 
 def _template_of_format_1(text: str) -> Template:
@@ -126,6 +133,7 @@ class Plan:
     indexes: tuple[str, ...] = ()  # matview's indexes this view's delta terms use
     scans: tuple[str, ...] = ()  # delta-term loops that remain scans, as messages
     needs_refresh: str = ""  # why the stored state is void (a shared base table's capture was rebuilt)
+    arms: tuple[int, ...] = ()  # a UNION [ALL]: the first occurrence of each arm (see `compound`)
     plain_views: tuple[tuple[str, str], ...] = ()  # plain views the SELECT reads (inlined): name, CREATE VIEW text
 
     @property
@@ -159,6 +167,7 @@ class Plan:
         data["post_columns"] = tuple(
             PostColumn(p["name"], p["decltype"], p["collation"], tuple(p["source"])) for p in data["post_columns"]
         )
+        data["arms"] = tuple(data.get("arms", ()))
         optional = (
             "functions",
             "aliases",

@@ -1,0 +1,130 @@
+"""Set operations in a view's SELECT: `UNION ALL` of select-project-join arms, and `UNION` where
+equal values cannot differ.
+
+`A UNION ALL B` is linear in each arm (DBSP Thm 3.3): its delta is the sum of the arms' deltas.
+The arms' stage-1 SELECTs become one compound template; each arm's tables are occurrences of
+the plan, numbered on from the previous arm's. A delta term of an occurrence in arm k renders
+the other arms over empty sources, so only arm k contributes (an arm of select-project-join
+over an empty input is empty). `UNION` is `DISTINCT` over `UNION ALL` (Prop. 4.7), maintained
+by the Distinct operator — only where every column has one variant per value (typed, BINARY),
+since which of `1` and `1.0` SQLite's UNION shows is not a rule matview implements.
+INTERSECT, EXCEPT, arms that aggregate, are DISTINCT, read subqueries or outer joins, and a
+LIMIT on the compound are refused by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import apsw
+from sqlglot.tokens import TokenType
+
+from matview.errors import UnsupportedQuery
+from matview.plan import Plan
+from matview.schema import has_one_variant
+from matview.sqltext import Token, depth_walk, split_clauses
+
+if TYPE_CHECKING:
+    from matview.from_clause import FromClause
+
+_SET_OPERATIONS = (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT)
+
+
+def split_arms(sql: str, tokens: list[Token]) -> tuple[list[tuple[str, list[Token]]], bool] | None:
+    """The arms of a compound SELECT (text, tokens rebased) and whether it is UNION (distinct);
+    None for a simple SELECT. A trailing ORDER BY is dropped (a view has no order)."""
+    depths = depth_walk(tokens)
+    operators = [i for i, (t, d) in enumerate(zip(tokens, depths)) if d == 0 and t.kind in _SET_OPERATIONS]
+    if not operators:
+        return None
+    distinct = False
+    for index in operators:
+        token = tokens[index]
+        after = tokens[index + 1].kind if index + 1 < len(tokens) else None
+        if token.kind != TokenType.UNION:
+            raise UnsupportedQuery(f"set operation {token.text.upper()} is not supported yet (UNION and UNION ALL are)")
+        distinct = distinct or after != TokenType.ALL
+    arms: list[tuple[str, list[Token]]] = []
+    starts = [0, *(i + (2 if tokens[i + 1].kind == TokenType.ALL else 1) for i in operators)]
+    ends = [*operators, len(tokens)]
+    for start, end in zip(starts, ends):
+        arm = tokens[start:end]
+        if not arm or arm[0].kind != TokenType.SELECT:
+            raise UnsupportedQuery("an arm of a set operation that is not a plain SELECT is not supported yet")
+        arms.append((sql[arm[0].start : arm[-1].end], [_rebase(t, arm[0].start) for t in arm]))
+    last_text, last_tokens = arms[-1]
+    clauses = split_clauses(last_text, last_tokens)
+    if clauses.limit:
+        raise UnsupportedQuery("LIMIT/OFFSET is not supported: a view's rows have no order")
+    if clauses.order:
+        cut = next(i for i, t in enumerate(last_tokens) if t.kind == TokenType.ORDER_BY)
+        kept = last_tokens[:cut]
+        arms[-1] = (last_text[: kept[-1].end], kept)
+    return arms, distinct
+
+
+def _rebase(token: Token, offset: int) -> Token:
+    return Token(token.kind, token.text, token.start - offset, token.end - offset)
+
+
+def combine(conn: apsw.Connection, arms: list[tuple[Plan, FromClause]], distinct: bool) -> Plan:
+    """One plan of the arms' plans: their stage-1 templates joined by UNION ALL, each arm's
+    occurrences numbered on, its weight placeholder named `weight<k>`."""
+    for index, (plan, source) in enumerate(arms):
+        where = f"arm {index + 1} of the set operation"
+        if plan.kind != "rows" or plan.distinct:
+            raise UnsupportedQuery(f"{where} aggregates or is DISTINCT: not supported yet")
+        if plan.root_recompute or plan.outer_on or source.root_recompute:
+            raise UnsupportedQuery(f"{where} has a subquery or an outer join: not supported yet")
+    first = arms[0][0]
+    stage1: list[str] = []
+    sources: list[str] = []
+    aliases: list[str] = []
+    starts: list[int] = []
+    for index, (plan, _source) in enumerate(arms):
+        starts.append(len(sources))
+        parts = [
+            _renumber(part, len(sources), index) if position % 2 else part for position, part in enumerate(plan.stage1)
+        ]
+        if stage1:
+            stage1[-1] += " UNION ALL " + parts[0]
+            stage1 += parts[1:]
+        else:
+            stage1 = parts
+        sources += plan.sources
+        aliases += plan.aliases
+    signatures: dict[str, Any] = {}
+    for plan, _source in arms:
+        for table, signature in plan.signatures:
+            signatures.setdefault(table, signature)
+    columns = tuple(replace(c, is_column=False) for c in first.columns)
+    if distinct:
+        for column in columns:
+            if not has_one_variant(column.decltype, column.collation):
+                raise UnsupportedQuery(
+                    f"UNION over column {column.name}, where equal values can differ (1 and 1.0, 'a' and 'A'): "
+                    "which one SQLite keeps is not a rule matview implements; use UNION ALL, or typed columns"
+                )
+    return replace(
+        first,
+        stage1=tuple(stage1),
+        sources=tuple(sources),
+        aliases=tuple(aliases),
+        signatures=tuple(signatures.items()),
+        without_rowid=tuple(dict.fromkeys(t for plan, _s in arms for t in plan.without_rowid)),
+        stable_rowid_tables=tuple(dict.fromkeys(t for plan, _s in arms for t in plan.stable_rowid_tables)),
+        columns=columns,
+        distinct=distinct,
+        exact_distinct=True,
+        arms=tuple(starts),
+        functions=tuple(sorted({f for plan, _s in arms for f in plan.functions})),
+    )
+
+
+def _renumber(placeholder: str, offset: int, arm: int) -> str:
+    if placeholder.startswith("source"):
+        return f"source{int(placeholder[len('source') :]) + offset}"
+    if placeholder == "weight":
+        return f"weight{arm}" if arm else "weight"
+    return placeholder

@@ -1,0 +1,93 @@
+"""Set operations: UNION ALL of select-project-join arms (linear: the sum of the arms' deltas)
+and UNION where equal values cannot differ (DISTINCT over UNION ALL); differential tests
+against SQLite in both modes over the join generator's schemas and write mixes, and the
+refusals by name."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).parent))
+from oracle import run_scenario
+from test_joins import Runner, Table, random_program
+
+import matview
+
+
+def _set_operation_views(r: random.Random, tables: list[Table]) -> dict[str, str]:
+    a, b = tables[0].name, tables[1].name
+    c = tables[2].name if len(tables) > 2 else a
+    shapes = {
+        "union_all": f"SELECT id, v FROM {a} WHERE v > 0 UNION ALL SELECT id, v FROM {b}",
+        "union": f"SELECT v FROM {a} UNION SELECT v FROM {b} WHERE id > 2",
+        "self": f"SELECT k, id FROM {a} UNION ALL SELECT k, id FROM {a} WHERE v IS NULL",
+        "joins": (
+            f"SELECT x.id, y.id FROM {a} x JOIN {b} y ON x.k = y.k UNION ALL "
+            f"SELECT id, v FROM {c} UNION ALL SELECT y.v, x.v FROM {b} y, {c} x WHERE x.id = y.v ORDER BY 1"
+        ),
+        "three_union": f"SELECT id FROM {a} UNION SELECT v FROM {b} UNION SELECT id + 100 FROM {c}",
+        "expressions": f"SELECT id * 2, coalesce(r, 0.5) FROM {a} UNION ALL SELECT v, r FROM {b} WHERE r > 0",
+    }
+    chosen = r.sample(sorted(shapes), r.randint(2, 4))
+    return {name: shapes[name] for name in chosen}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_random_set_operation_views_and_writes(tmp_path_factory, seed):
+    path = tmp_path_factory.mktemp("setops") / "db.sqlite"
+    Runner(path, random_program(random.Random(seed), _set_operation_views)).run()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_seeded_set_operation_programs(tmp_path, seed):
+    Runner(tmp_path / "db.sqlite", random_program(random.Random(4000 + seed), _set_operation_views)).run()
+
+
+def test_union_removes_a_row_only_when_no_arm_has_it(tmp_path):
+    conn = run_scenario(
+        tmp_path,
+        [
+            "CREATE TABLE a(id INTEGER PRIMARY KEY, v INTEGER)",
+            "CREATE TABLE b(id INTEGER PRIMARY KEY, v INTEGER)",
+            "INSERT INTO a(v) VALUES (1), (2), (2)",
+            "INSERT INTO b(v) VALUES (2), (3)",
+        ],
+        {"u": "SELECT v FROM a UNION SELECT v FROM b", "ua": "SELECT v FROM a UNION ALL SELECT v FROM b"},
+        [
+            ["DELETE FROM a WHERE v = 2"],
+            ["DELETE FROM b WHERE v = 2"],
+            ["INSERT INTO b(v) VALUES (2)", "INSERT INTO a(v) VALUES (2)"],
+            ["UPDATE a SET v = 3", "DELETE FROM b"],
+        ],
+    )
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    "sql,words",
+    [
+        ("SELECT v FROM a INTERSECT SELECT v FROM b", "INTERSECT"),
+        ("SELECT v FROM a EXCEPT SELECT v FROM b", "EXCEPT"),
+        ("SELECT v FROM a UNION ALL SELECT count(*) FROM b", "aggregates"),
+        ("SELECT v FROM a UNION ALL SELECT DISTINCT v FROM b", "DISTINCT"),
+        ("SELECT v FROM a UNION ALL SELECT v FROM b LIMIT 3", "LIMIT"),
+        ("SELECT v FROM a UNION ALL SELECT v FROM b WHERE v IN (SELECT v FROM a)", "subquery"),
+        ("SELECT u FROM a UNION SELECT v FROM b", "UNION over column u"),
+        ("SELECT a.v FROM a LEFT JOIN b ON a.v = b.v UNION ALL SELECT v FROM b", "outer join"),
+    ],
+)
+def test_refusals_name_the_construct(tmp_path, sql, words):
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE a(id INTEGER PRIMARY KEY, v INTEGER, u)")
+    conn.execute("CREATE TABLE b(id INTEGER PRIMARY KEY, v INTEGER)")
+    with pytest.raises(matview.UnsupportedQuery, match=words):
+        conn.execute(f"CREATE MATERIALIZED VIEW v AS {sql}")
+    assert conn.views() == []
+    conn.execute("INSERT INTO a(v) VALUES (1)")
