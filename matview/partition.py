@@ -124,7 +124,9 @@ def root_queries(terms: DeltaTerms, changed: frozenset[str]) -> tuple[str | None
         # the joins up to X only: a later inner join may accept a row only where X did not
         # match it (`JOIN c ON c.y IS x.y`), so keeping it would lose that root
         through = from_prefix(plan.from_template, i)
-        for state in _states(new, old, changed, table, plan.sources):
+        # a deleted row joined to itself through an earlier occurrence is reached by that
+        # occurrence's own prefix: only other changed tables need the old state here
+        for state in _states(new, old, changed, table, (table,)):
             reached.append(f"SELECT {key} FROM {render(through, **{**state, **delta})} WHERE {matched}")
     reach = " UNION ".join(reached)
     joiner = "AND" if plan.outer_where else "WHERE"
