@@ -62,6 +62,7 @@ class Compiled:
     plan: Plan
     tree: exp.Select
     source: FromClause
+    arms: tuple[Compiled, ...] = ()  # a UNION [ALL]: each arm, compiled on its own
 
 
 def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -> Compiled:
@@ -73,7 +74,8 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
         arms, distinct = compound
         compiled = [_compile_arm(conn, text, arm_tokens, names, decltypes) for text, arm_tokens in arms]
         plan = combine(conn, [(c.plan, c.source) for c in compiled], distinct)
-        return Compiled(replace(plan, auto_indexes=auto_indexes), compiled[0].tree, compiled[0].source)
+        arms_ = tuple(replace(c, plan=replace(c.plan, auto_indexes=auto_indexes)) for c in compiled)
+        return Compiled(replace(plan, auto_indexes=auto_indexes), compiled[0].tree, compiled[0].source, arms_)
     inlined = inline_query(conn, sql)
     if inlined.sql != sql:
         sql, tokens = one_statement(inlined.sql)

@@ -143,8 +143,10 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
     plan, source = compiled.plan, compiled.source
     delta_terms = DeltaTerms(plan)
     _prepare_every_term(conn, delta_terms, source)
-    if plan.arms:
-        return plan  # a set operation's arms: their joins are not indexed yet
+    if compiled.arms:
+        # a UNION's arm k contributes its own delta terms: its indexes are those it needs alone
+        used = [name for arm in compiled.arms for name in with_indexes(conn, arm).indexes]
+        return replace(plan, indexes=tuple(dict.fromkeys(used)))
     if not source.is_join:
         return _subquery_indexes(conn, plan)
     probes = probed_columns(compiled.tree, source)
