@@ -30,6 +30,7 @@ from matview.names import fold, quote
 from matview.operators import aggregate_sql
 from matview.operators.aggregate import Aggregate
 from matview.operators.distinct import Distinct
+from matview.operators.set_operation import SetOperation
 from matview.plan import Plan, render
 from matview.schema import ROWID_NAMES
 from matview.state import StateStore
@@ -208,6 +209,7 @@ class Circuit:
         self.distinct = (
             Distinct(tuple(c.collation for c in plan.columns), plan.exact_distinct) if plan.distinct else None
         )
+        self.set_operation = SetOperation(plan.set_operation, len(plan.arms)) if plan.set_operation else None
         self.delta_terms = DeltaTerms(plan)
         self.base_sql = self.delta_terms.base_sql
 
@@ -265,7 +267,7 @@ class Circuit:
         found = self._sql_aggregate(conn, self.base_sql, (), store)
         if found is not None:
             return found
-        if self.aggregate is None and self.distinct is None:
+        if self.aggregate is None and self.distinct is None and self.set_operation is None:
             return None
         return self.step(self.stage1_base(conn), store)
 
@@ -285,6 +287,8 @@ class Circuit:
             delta = ZSet()
             for row in rows:
                 delta.add(row_key(row[:-1]), row[-1])
+        if self.set_operation is not None:
+            delta = self.set_operation.step(delta, store)
         if self.distinct is not None:
             delta = self.distinct.step(delta, store)
         return delta

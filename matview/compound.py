@@ -1,15 +1,16 @@
-"""Set operations in a view's SELECT: `UNION ALL` of select-project-join arms, and `UNION` where
-equal values cannot differ.
+"""Set operations in a view's SELECT: `UNION ALL` of select-project-join arms, and `UNION`,
+`INTERSECT`, `EXCEPT` where equal values cannot differ.
 
 `A UNION ALL B` is linear in each arm (DBSP Thm 3.3): its delta is the sum of the arms' deltas.
 The arms' stage-1 SELECTs become one compound template; each arm's tables are occurrences of
 the plan, numbered on from the previous arm's. A delta term of an occurrence in arm k renders
 the other arms over empty sources, so only arm k contributes (an arm of select-project-join
 over an empty input is empty). `UNION` is `DISTINCT` over `UNION ALL` (Prop. 4.7), maintained
-by the Distinct operator — only where every column has one variant per value (typed, BINARY),
-since which of `1` and `1.0` SQLite's UNION shows is not a rule matview implements.
-INTERSECT, EXCEPT, arms that aggregate, are DISTINCT, read subqueries or outer joins, and a
-LIMIT on the compound are refused by name.
+by the Distinct operator; INTERSECT and EXCEPT tag each arm's rows with its number and keep
+per-row counts of each arm (`operators.set_operation`, R5) — all three only where every column
+has one variant per value (typed, BINARY), since which of `1` and `1.0` SQLite keeps is not a
+rule matview implements. Mixed operators (other than UNION with UNION ALL), arms that
+aggregate, are DISTINCT, read subqueries or outer joins, and a LIMIT are refused by name.
 """
 
 from __future__ import annotations
@@ -31,20 +32,22 @@ if TYPE_CHECKING:
 _SET_OPERATIONS = (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT)
 
 
-def split_arms(sql: str, tokens: list[Token]) -> tuple[list[tuple[str, list[Token]]], bool] | None:
-    """The arms of a compound SELECT (text, tokens rebased) and whether it is UNION (distinct);
-    None for a simple SELECT. A trailing ORDER BY is dropped (a view has no order)."""
+def split_arms(sql: str, tokens: list[Token]) -> tuple[list[tuple[str, list[Token]]], str] | None:
+    """The arms of a compound SELECT (text, tokens rebased) and its operation (UNION ALL, UNION
+    — with some UNION ALL too, distinct as a whole —, INTERSECT or EXCEPT); None for a simple
+    SELECT. A trailing ORDER BY is dropped (a view has no order)."""
     depths = depth_walk(tokens)
     operators = [i for i, (t, d) in enumerate(zip(tokens, depths)) if d == 0 and t.kind in _SET_OPERATIONS]
     if not operators:
         return None
-    distinct = False
+    kinds = set()
     for index in operators:
         token = tokens[index]
         after = tokens[index + 1].kind if index + 1 < len(tokens) else None
-        if token.kind != TokenType.UNION:
-            raise UnsupportedQuery(f"set operation {token.text.upper()} is not supported yet (UNION and UNION ALL are)")
-        distinct = distinct or after != TokenType.ALL
+        kinds.add("UNION ALL" if token.kind == TokenType.UNION and after == TokenType.ALL else token.text.upper())
+    if len(kinds - {"UNION", "UNION ALL"}) and len(kinds) > 1:
+        raise UnsupportedQuery(f"set operations mixed ({', '.join(sorted(kinds))}) are not supported yet")
+    operation = "UNION ALL" if kinds == {"UNION ALL"} else ("UNION" if kinds <= {"UNION", "UNION ALL"} else kinds.pop())
     arms: list[tuple[str, list[Token]]] = []
     starts = [0, *(i + (2 if tokens[i + 1].kind == TokenType.ALL else 1) for i in operators)]
     ends = [*operators, len(tokens)]
@@ -61,16 +64,19 @@ def split_arms(sql: str, tokens: list[Token]) -> tuple[list[tuple[str, list[Toke
         cut = next(i for i, t in enumerate(last_tokens) if t.kind == TokenType.ORDER_BY)
         kept = last_tokens[:cut]
         arms[-1] = (last_text[: kept[-1].end], kept)
-    return arms, distinct
+    return arms, operation
 
 
 def _rebase(token: Token, offset: int) -> Token:
     return Token(token.kind, token.text, token.start - offset, token.end - offset)
 
 
-def combine(conn: apsw.Connection, arms: list[tuple[Plan, FromClause]], distinct: bool) -> Plan:
+def combine(conn: apsw.Connection, arms: list[tuple[Plan, FromClause]], operation: str) -> Plan:
     """One plan of the arms' plans: their stage-1 templates joined by UNION ALL, each arm's
-    occurrences numbered on, its weight placeholder named `weight<k>`."""
+    occurrences numbered on, its weight placeholder named `weight<k>`; for INTERSECT/EXCEPT
+    each arm's rows tagged with the arm's number (the last value before the weight)."""
+    distinct = operation != "UNION ALL"
+    counted = operation in ("INTERSECT", "EXCEPT")
     for index, (plan, source) in enumerate(arms):
         where = f"arm {index + 1} of the set operation"
         if plan.kind != "rows" or plan.distinct:
@@ -87,6 +93,8 @@ def combine(conn: apsw.Connection, arms: list[tuple[Plan, FromClause]], distinct
         parts = [
             _renumber(part, len(sources), index) if position % 2 else part for position, part in enumerate(plan.stage1)
         ]
+        if counted:
+            parts[0] += f"{index}, "  # the head ends with the select list's ", " before the weight
         if stage1:
             stage1[-1] += " UNION ALL " + parts[0]
             stage1 += parts[1:]
@@ -103,8 +111,8 @@ def combine(conn: apsw.Connection, arms: list[tuple[Plan, FromClause]], distinct
         for column in columns:
             if not has_one_variant(column.decltype, column.collation):
                 raise UnsupportedQuery(
-                    f"UNION over column {column.name}, where equal values can differ (1 and 1.0, 'a' and 'A'): "
-                    "which one SQLite keeps is not a rule matview implements; use UNION ALL, or typed columns"
+                    f"{operation} over column {column.name}, where equal values can differ (1 and 1.0, 'a' and "
+                    "'A'): which one SQLite keeps is not a rule matview implements; use typed BINARY columns"
                 )
     return replace(
         first,
@@ -115,7 +123,8 @@ def combine(conn: apsw.Connection, arms: list[tuple[Plan, FromClause]], distinct
         without_rowid=tuple(dict.fromkeys(t for plan, _s in arms for t in plan.without_rowid)),
         stable_rowid_tables=tuple(dict.fromkeys(t for plan, _s in arms for t in plan.stable_rowid_tables)),
         columns=columns,
-        distinct=distinct,
+        distinct=distinct and not counted,
+        set_operation=operation if counted else "",
         exact_distinct=True,
         arms=tuple(starts),
         functions=tuple(sorted({f for plan, _s in arms for f in plan.functions})),

@@ -71,9 +71,9 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
     names, decltypes = probe_columns(conn, sql)
     compound = split_arms(sql, tokens) if tokens[0].kind == TokenType.SELECT else None
     if compound is not None:
-        arms, distinct = compound
+        arms, operation = compound
         compiled = [_compile_arm(conn, text, arm_tokens, names, decltypes) for text, arm_tokens in arms]
-        plan = combine(conn, [(c.plan, c.source) for c in compiled], distinct)
+        plan = combine(conn, [(c.plan, c.source) for c in compiled], operation)
         arms_ = tuple(replace(c, plan=replace(c.plan, auto_indexes=auto_indexes)) for c in compiled)
         return Compiled(replace(plan, auto_indexes=auto_indexes), compiled[0].tree, compiled[0].source, arms_)
     inlined = inline_query(conn, sql)

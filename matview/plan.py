@@ -133,7 +133,8 @@ class Plan:
     indexes: tuple[str, ...] = ()  # matview's indexes this view's delta terms use
     scans: tuple[str, ...] = ()  # delta-term loops that remain scans, as messages
     needs_refresh: str = ""  # why the stored state is void (a shared base table's capture was rebuilt)
-    arms: tuple[int, ...] = ()  # a UNION [ALL]: the first occurrence of each arm (see `compound`)
+    arms: tuple[int, ...] = ()  # a set operation: the first occurrence of each arm (see `compound`)
+    set_operation: str = ""  # "INTERSECT" or "EXCEPT" (counted per arm; UNION is `distinct`)
     plain_views: tuple[tuple[str, str], ...] = ()  # plain views the SELECT reads (inlined): name, CREATE VIEW text
 
     @property

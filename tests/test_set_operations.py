@@ -1,7 +1,7 @@
-"""Set operations: UNION ALL of select-project-join arms (linear: the sum of the arms' deltas)
-and UNION where equal values cannot differ (DISTINCT over UNION ALL); differential tests
-against SQLite in both modes over the join generator's schemas and write mixes, and the
-refusals by name."""
+"""Set operations: UNION ALL of select-project-join arms (linear: the sum of the arms' deltas),
+and UNION, INTERSECT and EXCEPT where equal values cannot differ (DISTINCT over UNION ALL; per
+row counts of each arm); differential tests against SQLite in both modes over the join
+generator's schemas and write mixes, and the refusals by name."""
 
 from __future__ import annotations
 
@@ -33,6 +33,12 @@ def _set_operation_views(r: random.Random, tables: list[Table]) -> dict[str, str
         ),
         "three_union": f"SELECT id FROM {a} UNION SELECT v FROM {b} UNION SELECT id + 100 FROM {c}",
         "expressions": f"SELECT id * 2, coalesce(r, 0.5) FROM {a} UNION ALL SELECT v, r FROM {b} WHERE r > 0",
+        "except": f"SELECT v FROM {a} EXCEPT SELECT v FROM {b} WHERE id > 1",
+        "except3": f"SELECT id, v FROM {a} EXCEPT SELECT v, id FROM {b} EXCEPT SELECT id, id FROM {c}",
+        "intersect": f"SELECT v FROM {a} INTERSECT SELECT v FROM {b}",
+        "intersect_join": (
+            f"SELECT x.v FROM {a} x JOIN {b} y ON x.k = y.k INTERSECT SELECT v FROM {c} WHERE r IS NOT NULL"
+        ),
     }
     chosen = r.sample(sorted(shapes), r.randint(2, 4))
     return {name: shapes[name] for name in chosen}
@@ -73,8 +79,9 @@ def test_union_removes_a_row_only_when_no_arm_has_it(tmp_path):
 @pytest.mark.parametrize(
     "sql,words",
     [
-        ("SELECT v FROM a INTERSECT SELECT v FROM b", "INTERSECT"),
-        ("SELECT v FROM a EXCEPT SELECT v FROM b", "EXCEPT"),
+        ("SELECT v FROM a INTERSECT SELECT v FROM b EXCEPT SELECT v FROM a", "mixed"),
+        ("SELECT v FROM a UNION SELECT v FROM b EXCEPT SELECT v FROM a", "mixed"),
+        ("SELECT u FROM a EXCEPT SELECT v FROM b", "EXCEPT over column u"),
         ("SELECT v FROM a UNION ALL SELECT count(*) FROM b", "aggregates"),
         ("SELECT v FROM a UNION ALL SELECT DISTINCT v FROM b", "DISTINCT"),
         ("SELECT v FROM a UNION ALL SELECT v FROM b LIMIT 3", "LIMIT"),
