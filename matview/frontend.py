@@ -85,6 +85,8 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
     clauses = split_clauses(sql, tokens)
     source = read_from_clause(conn, sql, clauses.from_.tokens)
     refuse_unstable_rowid(tokens, source)
+    if clauses.having and has_subquery(clauses.having.text):
+        raise UnsupportedQuery("a subquery in HAVING is not supported yet (it is evaluated per group)")
     plan = build_plan(conn, sql, clauses, source, names, decltypes, tree)
     if has_subquery(sql):
         plan = with_subqueries(conn, plan, source)

@@ -54,6 +54,7 @@ class TableInfo:
     unique_keys: tuple[tuple[str, ...], ...] = field(default=())
     rowid_name: str = "rowid"  # an alias of the real rowid that no user column shadows
     pk_not_null: bool = False  # every PRIMARY KEY column is NOT NULL (a rowid table's PK may hold NULLs)
+    strict: bool = False  # a STRICT table: an INTEGER column holds only integers
 
     @property
     def stable_key(self) -> tuple[str, ...] | None:
@@ -109,6 +110,8 @@ def table_kind(conn: apsw.Connection, name: str) -> str | None:
 
 def read_table(conn: apsw.Connection, name: str) -> TableInfo:
     """Introspect base table `name` of the main schema, refusing what triggers cannot watch."""
+    if name.lower() in ("sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"):
+        raise UnsupportedQuery(f"FROM {name}: the schema table cannot be maintained (no trigger sees its changes)")
     kind = table_kind(conn, name)
     if kind is None:
         if conn.execute("SELECT 1 FROM temp.sqlite_master WHERE name = ? COLLATE NOCASE", (name,)).fetchone():
@@ -167,7 +170,15 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
             raise UnsupportedQuery(f"table {real_name}: its columns rowid, _rowid_ and oid hide the rowid")
         rowid_name = free[0]
     return TableInfo(
-        real_name, tuple(columns), not without_rowid, ipk, pk_names, tuple(unique_keys), rowid_name, not nullable_pk
+        real_name,
+        tuple(columns),
+        not without_rowid,
+        ipk,
+        pk_names,
+        tuple(unique_keys),
+        rowid_name,
+        not nullable_pk,
+        strict,
     )
 
 

@@ -18,12 +18,20 @@ from dataclasses import replace
 import apsw
 from sqlglot.tokens import TokenType
 
-from matview.errors import UnsupportedQuery
+from matview.errors import Error, UnsupportedQuery
 from matview.from_clause import FromClause, Occurrence
 from matview.from_items import FromItem, read_from_items
 from matview.names import fold, quote
 from matview.plan import Plan, Template, render
-from matview.schema import ROWID_NAMES, Column, affinity, has_one_variant, read_table, refuse_unstable_identity
+from matview.schema import (
+    ROWID_NAMES,
+    Column,
+    TableInfo,
+    affinity,
+    has_one_variant,
+    read_table,
+    refuse_unstable_identity,
+)
 from matview.sqltext import (
     AggregateCall,
     Clauses,
@@ -157,12 +165,15 @@ def _split(
         mine: list[int] = []
         items = [i for i in read_from_items(text, list(tokens[from_at + 1 : stop]), check=True) if i.name is not None]
         for item in items:  # a FROM-subquery inside has its own SELECT, visited too
-            table = read_table(conn, item.name or "")
+            table = _subquery_table(conn, item.name or "")
             mine.append(len(references))
             references.append((*item.name_span, table.name, item.alias, item.aliased))
         if stop < end and tokens[stop].kind == TokenType.WHERE:
             where = Span(text, tuple(tokens[i] for i in own if stop < i < where_end))
             probes.extend(_probes(conn, text, where, items))
+        aliases = {fold(tokens[i + 1].text) for i in own if tokens[i].kind == TokenType.ALIAS and i + 1 < end}
+        if any(fold(tokens[i].text) in aliases for i in range(from_at, where_end) if tokens[i].is_name):
+            mine = []  # its WHERE names its own select-list alias: no FROM … WHERE of its own to reach by
         selects.append((index, end, from_at, where_end, mine))
     for index, token in enumerate(tokens[:-1]):
         if token.kind == TokenType.L_PAREN and tokens[index + 1].kind == TokenType.SELECT:
@@ -206,10 +217,11 @@ def _refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token]
     """A subquery's value must not depend on the order SQLite visits rows: a delta term
     evaluates it over other sources (a table's old state) and must reproduce, bit for bit,
     the value computed when the row was stored. Refused: GROUP_CONCAT and other ordered
-    aggregates, SUM/TOTAL/AVG of values that are not INTEGER columns (REAL rounding follows
-    the order), MIN/MAX, DISTINCT, GROUP BY and UNION/INTERSECT/EXCEPT where equal values can
-    differ (which one is kept follows the order), and a scalar subquery that may return
-    several rows (SQLite takes the first)."""
+    aggregates; SUM/TOTAL/AVG of columns that may hold REALs (their rounding follows the
+    order: only an INTEGER PRIMARY KEY or an INTEGER column of a STRICT table is safe);
+    MIN/MAX, DISTINCT, GROUP BY and UNION/INTERSECT/EXCEPT where equal values can differ
+    (which one is kept follows the order); a scalar subquery that may return several rows
+    (SQLite takes the first)."""
     close = matching_paren(tokens, open_index)
     body = text[tokens[open_index + 1].start : tokens[close - 1].end]
     inner = tokenize(body)
@@ -233,7 +245,8 @@ def _refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token]
             continue
         raise UnsupportedQuery(
             f"{call.name}() inside a subquery: its value depends on the order SQLite scans the rows "
-            "(COUNT, MIN/MAX of a typed BINARY column, SUM/TOTAL/AVG of an INTEGER column are supported there)"
+            "(COUNT, MIN/MAX of a typed BINARY column, SUM/TOTAL/AVG of an INTEGER PRIMARY KEY or of an "
+            "INTEGER column of a STRICT table are supported there)"
         )
     if calls and not clauses.group:
         _refuse_bare_columns(body, clauses, calls)
@@ -273,19 +286,32 @@ def _refuse_bare_columns(body: str, clauses: Clauses, calls: list[AggregateCall]
 
 
 def _integer_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]) -> bool:
-    """Whether `tokens` is a plain column of INTEGER affinity of one of `tables`."""
-    column = _plain_column(conn, tokens, tables)
-    return column is not None and affinity(column.decltype) == "INTEGER"
+    """Whether `tokens` is a column that holds only integers: an INTEGER column of a STRICT
+    table, or an INTEGER PRIMARY KEY (INTEGER affinity alone still keeps 1.5 or 1e308 as REAL,
+    whose sums round in scan order)."""
+    found = _plain_column_of(conn, tokens, tables)
+    if found is None:
+        return False
+    table, column = found
+    return (table.strict and affinity(column.decltype) == "INTEGER") or fold(table.ipk or "") == fold(column.name)
 
 
 def _plain_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]) -> Column | None:
     """The column `tokens` names, when it is exactly a column of one of `tables`."""
+    found = _plain_column_of(conn, tokens, tables)
+    return None if found is None else found[1]
+
+
+def _plain_column_of(
+    conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]
+) -> tuple[TableInfo, Column] | None:
+    """The table and column `tokens` names, when it is exactly a column of one of `tables`."""
     name = tokens[-1].text if tokens and tokens[-1].is_name else None
     if name is None or len(tokens) not in (1, 3):
         return None
     candidates = [i for i in tables if len(tokens) == 1 or fold(i.alias) == fold(tokens[0].text)]
-    columns = [read_table(conn, i.name or "").column(name) for i in candidates]
-    found = [c for c in columns if c is not None]
+    infos = [read_table(conn, i.name or "") for i in candidates]
+    found = [(info, column) for info in infos if (column := info.column(name)) is not None]
     return found[0] if len(found) == 1 else None
 
 
@@ -334,6 +360,16 @@ def _reads(tokens: tuple[Token, ...], alias: str, names_: set[str]) -> bool:
         if fold(token.text) in names_ or fold(token.text) == fold(alias):
             return True
     return False
+
+
+def _subquery_table(conn: apsw.Connection, name: str) -> TableInfo:
+    """A base table a subquery reads (a CTE or a view there is not inlined yet)."""
+    try:
+        return read_table(conn, name)
+    except UnsupportedQuery:
+        raise
+    except Error:
+        raise UnsupportedQuery(f"{name} inside a subquery: a CTE read there is not supported yet") from None
 
 
 def _select_end(tokens: list[Token], depths: list[int], index: int) -> int:
