@@ -23,7 +23,7 @@ from sqlglot.tokens import TokenType
 
 from matview.errors import UnsupportedQuery
 from matview.plan import Plan
-from matview.schema import has_one_variant
+from matview.schema import affinity, has_one_variant
 from matview.sqltext import Token, depth_walk, split_clauses
 
 if TYPE_CHECKING:
@@ -108,11 +108,16 @@ def combine(conn: apsw.Connection, arms: list[tuple[Plan, FromClause]], operatio
             signatures.setdefault(table, signature)
     columns = tuple(replace(c, is_column=False) for c in first.columns)
     if distinct:
-        for column in columns:
-            if not has_one_variant(column.decltype, column.collation):
+        # equal values must be identical in every arm and across arms: typed, BINARY (SQLite
+        # compares with the first arm's collation that has one), one affinity (1 vs 1.0)
+        for index, column in enumerate(columns):
+            arm_columns = [plan.columns[index] for plan, _source in arms]
+            exact = all(has_one_variant(c.decltype, c.collation) for c in arm_columns)
+            if not exact or len({_affinity_class(c.decltype) for c in arm_columns}) != 1:
                 raise UnsupportedQuery(
                     f"{operation} over column {column.name}, where equal values can differ (1 and 1.0, 'a' and "
-                    "'A'): which one SQLite keeps is not a rule matview implements; use typed BINARY columns"
+                    "'A', or types that differ between arms): which one SQLite keeps is not a rule matview "
+                    "implements; use typed BINARY columns of one type"
                 )
     return replace(
         first,
@@ -129,6 +134,12 @@ def combine(conn: apsw.Connection, arms: list[tuple[Plan, FromClause]], operatio
         arms=tuple(starts),
         functions=tuple(sorted({f for plan, _s in arms for f in plan.functions})),
     )
+
+
+def _affinity_class(decltype: str) -> str:
+    """Affinities that store equal numbers identically count as one (NUMERIC keeps 1.0 as 1)."""
+    kind = affinity(decltype)
+    return "INTEGER" if kind == "NUMERIC" else kind
 
 
 def _renumber(placeholder: str, offset: int, arm: int) -> str:

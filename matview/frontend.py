@@ -72,7 +72,10 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
     compound = split_arms(sql, tokens) if tokens[0].kind == TokenType.SELECT else None
     if compound is not None:
         arms, operation = compound
-        compiled = [_compile_arm(conn, text, arm_tokens, names, decltypes) for text, arm_tokens in arms]
+        # each arm typed as SQLite types it alone: UNION compares across arms with each one's own
+        compiled = [
+            _compile_arm(conn, text, arm_tokens, names, probe_columns(conn, text)[1]) for text, arm_tokens in arms
+        ]
         plan = combine(conn, [(c.plan, c.source) for c in compiled], operation)
         arms_ = tuple(replace(c, plan=replace(c.plan, auto_indexes=auto_indexes)) for c in compiled)
         return Compiled(replace(plan, auto_indexes=auto_indexes), compiled[0].tree, compiled[0].source, arms_)

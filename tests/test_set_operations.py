@@ -31,7 +31,7 @@ def _set_operation_views(r: random.Random, tables: list[Table]) -> dict[str, str
             f"SELECT x.id, y.id FROM {a} x JOIN {b} y ON x.k = y.k UNION ALL "
             f"SELECT id, v FROM {c} UNION ALL SELECT y.v, x.v FROM {b} y, {c} x WHERE x.id = y.v ORDER BY 1"
         ),
-        "three_union": f"SELECT id FROM {a} UNION SELECT v FROM {b} UNION SELECT id + 100 FROM {c}",
+        "three_union": f"SELECT id FROM {a} UNION SELECT v FROM {b} UNION SELECT id FROM {c} WHERE id > 3",
         "expressions": f"SELECT id * 2, coalesce(r, 0.5) FROM {a} UNION ALL SELECT v, r FROM {b} WHERE r > 0",
         "except": f"SELECT v FROM {a} EXCEPT SELECT v FROM {b} WHERE id > 1",
         "except3": f"SELECT id, v FROM {a} EXCEPT SELECT v, id FROM {b} EXCEPT SELECT id, id FROM {c}",
@@ -82,6 +82,7 @@ def test_union_removes_a_row_only_when_no_arm_has_it(tmp_path):
         ("SELECT v FROM a INTERSECT SELECT v FROM b EXCEPT SELECT v FROM a", "mixed"),
         ("SELECT v FROM a UNION SELECT v FROM b EXCEPT SELECT v FROM a", "mixed"),
         ("SELECT u FROM a EXCEPT SELECT v FROM b", "EXCEPT over column u"),
+        ("SELECT v FROM a UNION SELECT v * 1.0 FROM b", "types that differ between arms"),
         ("SELECT v FROM a UNION ALL SELECT count(*) FROM b", "aggregates"),
         ("SELECT v FROM a UNION ALL SELECT DISTINCT v FROM b", "DISTINCT"),
         ("SELECT v FROM a UNION ALL SELECT v FROM b LIMIT 3", "LIMIT"),
