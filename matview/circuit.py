@@ -52,6 +52,8 @@ class DeltaTerms:
         self.tables = plan.tables
         self._delta_sources = [self._delta_source(number, table) for number, table in enumerate(self.tables)]
         self._terms: dict[frozenset[str], list[str]] = {}
+        #: `partition.root_queries` per set of changed tables (SQL text only: ranges are parameters)
+        self.root_queries: dict[frozenset[str], tuple[str | None, str]] = {}
         placeholders = {f"source{i}": f"main.{quote(table)}" for i, table in enumerate(plan.sources)}
         self.base_sql = render(plan.stage1, weight="1", outer=plan.outer_kind, **placeholders)
 

@@ -86,6 +86,13 @@ def true_old_source(terms: DeltaTerms, number: int, table: str) -> str:
 def root_queries(terms: DeltaTerms, changed: frozenset[str]) -> tuple[str | None, str]:
     """For the changed tables: the SELECT of the reached roots' keys (None: every root),
     and the SELECT of their stage-1 rows now, the root key columns before the weight."""
+    found = terms.root_queries.get(changed)
+    if found is None:
+        found = terms.root_queries[changed] = _root_queries(terms, changed)
+    return found
+
+
+def _root_queries(terms: DeltaTerms, changed: frozenset[str]) -> tuple[str | None, str]:
     plan = terms.plan
     key = root_key(plan)
     root = quote(plan.aliases[0])
