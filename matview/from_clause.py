@@ -24,7 +24,7 @@ from matview.errors import UnsupportedQuery
 from matview.names import fold, quote
 from matview.plan import Template
 from matview.schema import ROWID_NAMES, Column, TableInfo, read_table, refuse_unstable_identity
-from matview.sqltext import Token, depth_walk
+from matview.sqltext import Token, depth_walk, excerpt
 
 #: tokens that end a table reference's `name [AS] alias`
 _AFTER_REFERENCE = {
@@ -161,7 +161,7 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
     while index < len(tokens):
         token = tokens[index]
         if token.kind == TokenType.L_PAREN and depths[index] == 0:
-            raise UnsupportedQuery(f"FROM ({_text(sql, tokens[index:])[:60]}): a subquery or parenthesized join")
+            raise UnsupportedQuery(f"FROM ({excerpt(_text(sql, tokens[index:]))}): a subquery or parenthesized join")
         first = index
         name_index = index
         if index + 2 < len(tokens) and tokens[index + 1].kind == TokenType.DOT:

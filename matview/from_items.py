@@ -10,7 +10,7 @@ from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
 from matview.names import fold
-from matview.sqltext import Span, Token, depth_walk, matching_paren, tokenize
+from matview.sqltext import Span, Token, depth_walk, excerpt, matching_paren, tokenize
 
 JOIN_WORDS = {TokenType.NATURAL, TokenType.CROSS, TokenType.INNER, TokenType.JOIN}
 OUTER_WORDS = {TokenType.LEFT, TokenType.RIGHT, TokenType.FULL, TokenType.OUTER}
@@ -113,7 +113,7 @@ def read_from_items(sql: str, tokens: list[Token], check: bool) -> list[FromItem
             inner = tokens[index + 1 : close]
             if not inner or inner[0].kind not in (TokenType.SELECT, TokenType.WITH):
                 if check:
-                    written = text_of(sql, tokens[index : close + 1])[:60]
+                    written = excerpt(text_of(sql, tokens[index : close + 1]))
                     raise UnsupportedQuery(f"FROM ({written}): a parenthesized join")
                 return references
             body = text_of(sql, inner)

@@ -49,6 +49,7 @@ from matview.sqltext import (
     Span,
     Token,
     depth_walk,
+    excerpt,
     find_aggregate_calls,
     matching_paren,
     parse_sqlite,
@@ -320,7 +321,7 @@ class _Inliner:
             if token.start in from_range and in_from_item(clauses.from_.tokens, token):
                 continue
             close = matching_paren(tokens, index)
-            raise UnsupportedQuery(f"subquery {sql[token.start : tokens[close].end][:60]} is not supported yet")
+            raise UnsupportedQuery(f"subquery {excerpt(sql[token.start : tokens[close].end])} is not supported yet")
 
     def _item(self, reference: FromItem, ctes: dict[str, Cte], prefix: str, depth: int) -> _Item:
         alias = reference.alias

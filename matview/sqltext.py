@@ -242,6 +242,14 @@ def matching_paren(tokens: Sequence[Token], open_index: int) -> int:
     raise Error("unbalanced parentheses in view definition")
 
 
+def excerpt(text: str, limit: int = 60) -> str:
+    """`text` for a message: whole, or cut at a word with an ellipsis."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0]
+    return f"{cut} …"
+
+
 def splice(sql: str, replacements: Sequence[tuple[int, int, str]]) -> str:
     """Replace text ranges [start, end) of `sql`; ranges must not overlap."""
     out, position = [], 0

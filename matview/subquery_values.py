@@ -25,6 +25,7 @@ from matview.sqltext import (
     Span,
     Token,
     depth_walk,
+    excerpt,
     find_aggregate_calls,
     matching_paren,
     split_clauses,
@@ -96,7 +97,7 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
     if one_row or (not compound and not clauses.group and _unique_lookup(conn, body, clauses, tables)):
         return
     raise UnsupportedQuery(
-        f"scalar subquery ({body[:60]}) may return several rows, and SQLite takes the first in an unspecified "
+        f"scalar subquery ({excerpt(body)}) may return several rows, and SQLite takes the first in an unspecified "
         "order; aggregate it (max(), min(), count()) or look it up by INTEGER PRIMARY KEY"
     )
 

@@ -17,7 +17,7 @@ from matview.errors import Error, UnsupportedQuery
 from matview.from_clause import FromClause
 from matview.names import quote
 from matview.schema import ROWID_NAMES
-from matview.sqltext import AGGREGATE_NAMES, Token, parse_sqlite, split_top_level, tokenize
+from matview.sqltext import AGGREGATE_NAMES, Token, excerpt, parse_sqlite, split_top_level, tokenize
 
 _DATE_FUNCTIONS = {"date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff"}
 _SQLITE_DETERMINISTIC = 0x800
@@ -82,7 +82,7 @@ def refuse_unsupported(tree: Any) -> None:
     if tree.args.get("with_") or tree.args.get("with"):
         raise UnsupportedQuery("WITH (common table expressions) is not supported yet")
     for window in tree.find_all(exp.Window):
-        raise UnsupportedQuery(f"window function {window.sql(dialect='sqlite')[:60]} is not supported yet")
+        raise UnsupportedQuery(f"window function {excerpt(window.sql(dialect='sqlite'))} is not supported yet")
     # subqueries (EXISTS, IN, scalar) are checked by `subqueries`: their tables become occurrences
     if tree.args.get("limit") or tree.args.get("offset"):
         raise UnsupportedQuery("LIMIT/OFFSET is not supported: a view's rows have no order")
