@@ -93,7 +93,8 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
     if before in (TokenType.IN, TokenType.EXISTS):
         return  # a set: the order of its rows does not matter
     compound = any(d == 0 and t.kind in _SET_OPERATIONS for t, d in zip(inner, depths))
-    one_row = len(items) == 1 and not clauses.group and not compound and bool(calls)
+    # an aggregate without GROUP BY is one row (bare columns are refused above); so is no FROM
+    one_row = not clauses.group and not compound and (bool(calls) or not clauses.from_) and bool(items)
     if one_row or (not compound and not clauses.group and _unique_lookup(conn, body, clauses, tables)):
         return
     raise UnsupportedQuery(
