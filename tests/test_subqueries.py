@@ -135,7 +135,7 @@ def test_exists_flips_both_ways_and_a_scalar_subquery_with_no_row(tmp_path):
             "exists": "SELECT id FROM t WHERE EXISTS (SELECT 1 FROM s WHERE s.y = t.x)",
             "scalar": "SELECT id, (SELECT max(y) FROM s WHERE y < t.x), (SELECT y FROM s WHERE s.id = t.x) FROM t",
             "same_table": "SELECT id FROM t WHERE x >= (SELECT avg(id) FROM t) - 1",
-            "one_row": "SELECT id, (SELECT 5), (SELECT t.x + 1) FROM t WHERE (x, 1) = (SELECT max(x), 1 FROM s)",
+            "one_row": "SELECT id, (SELECT 5), (SELECT t.x + 1) FROM t WHERE (x, 1) = (SELECT max(y), 1 FROM s)",
         },
         [
             "INSERT INTO s(y) VALUES (2)",
