@@ -269,8 +269,8 @@ class Circuit:
         found = self._sql_aggregate(conn, self.base_sql, (), store)
         if found is not None:
             return found
-        if self.aggregate is None and self.distinct is None and self.set_operation is None:
-            return None
+        if self.aggregate is None and self.distinct is None and self.set_operation is None and not self.plan.arms:
+            return None  # (a UNION ALL read as a FROM-subquery would take its first arm's affinity)
         return self.step(self.stage1_base(conn), store)
 
     def _sql_aggregate(self, conn: apsw.Connection, source: str, params: Any, store: StateStore) -> ZSet[bytes] | None:

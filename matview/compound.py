@@ -47,6 +47,10 @@ def split_arms(sql: str, tokens: list[Token]) -> tuple[list[tuple[str, list[Toke
         kinds.add("UNION ALL" if token.kind == TokenType.UNION and after == TokenType.ALL else token.text.upper())
     if len(kinds - {"UNION", "UNION ALL"}) and len(kinds) > 1:
         raise UnsupportedQuery(f"set operations mixed ({', '.join(sorted(kinds))}) are not supported yet")
+    last = tokens[operators[-1] + 1].kind if operators[-1] + 1 < len(tokens) else None
+    if kinds == {"UNION", "UNION ALL"} and last == TokenType.ALL:
+        # (A UNION B) UNION ALL C keeps C's duplicates: not one DISTINCT over every arm
+        raise UnsupportedQuery("UNION followed by UNION ALL is not supported yet (a UNION last makes all distinct)")
     operation = "UNION ALL" if kinds == {"UNION ALL"} else ("UNION" if kinds <= {"UNION", "UNION ALL"} else kinds.pop())
     arms: list[tuple[str, list[Token]]] = []
     starts = [0, *(i + (2 if tokens[i + 1].kind == TokenType.ALL else 1) for i in operators)]
