@@ -24,12 +24,10 @@ from sqlglot.tokens import TokenType
 from matview.errors import UnsupportedQuery
 from matview.plan import Plan
 from matview.schema import affinity, has_one_variant
-from matview.sqltext import Token, depth_walk, split_clauses
+from matview.sqltext import SET_OPERATIONS, Token, depth_walk, split_clauses
 
 if TYPE_CHECKING:
     from matview.from_clause import FromClause
-
-_SET_OPERATIONS = (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT)
 
 
 def split_arms(sql: str, tokens: list[Token]) -> tuple[list[tuple[str, list[Token]]], str] | None:
@@ -37,7 +35,7 @@ def split_arms(sql: str, tokens: list[Token]) -> tuple[list[tuple[str, list[Toke
     — with some UNION ALL too, distinct as a whole —, INTERSECT or EXCEPT); None for a simple
     SELECT. A trailing ORDER BY is dropped (a view has no order)."""
     depths = depth_walk(tokens)
-    operators = [i for i, (t, d) in enumerate(zip(tokens, depths)) if d == 0 and t.kind in _SET_OPERATIONS]
+    operators = [i for i, (t, d) in enumerate(zip(tokens, depths)) if d == 0 and t.kind in SET_OPERATIONS]
     if not operators:
         return None
     kinds = set()

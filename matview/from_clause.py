@@ -21,25 +21,14 @@ import apsw
 from sqlglot.tokens import TokenType
 
 from matview.errors import UnsupportedQuery
+from matview.from_items import JOIN_WORDS, OUTER_WORDS
 from matview.names import fold, quote
 from matview.plan import Template
 from matview.schema import ROWID_NAMES, Column, TableInfo, read_table, refuse_unstable_identity
 from matview.sqltext import Token, depth_walk, excerpt
 
 #: tokens that end a table reference's `name [AS] alias`
-_AFTER_REFERENCE = {
-    TokenType.JOIN,
-    TokenType.COMMA,
-    TokenType.ON,
-    TokenType.USING,
-    TokenType.NATURAL,
-    TokenType.CROSS,
-    TokenType.INNER,
-    TokenType.LEFT,
-    TokenType.RIGHT,
-    TokenType.FULL,
-    TokenType.OUTER,
-}
+_AFTER_REFERENCE = {TokenType.COMMA, TokenType.ON, TokenType.USING, *JOIN_WORDS, *OUTER_WORDS}
 _JOIN_WORDS = (TokenType.NATURAL, TokenType.CROSS, TokenType.INNER, TokenType.LEFT, TokenType.RIGHT, TokenType.OUTER)
 _OUTER_KINDS = {TokenType.LEFT: "LEFT", TokenType.RIGHT: "RIGHT"}
 #: the placeholder standing where the user wrote LEFT/RIGHT [OUTER]: that word, or "" for a term

@@ -34,6 +34,7 @@ from matview.sqltext import (
     Span,
     Token,
     find_aggregate_calls,
+    matching_paren,
     normalized,
     parse_sqlite,
     splice,
@@ -346,12 +347,7 @@ def _inside_subqueries(tokens: tuple[Token, ...]) -> set[int]:
     inside: set[int] = set()
     for index, token in enumerate(tokens[:-1]):
         if token.kind == TokenType.L_PAREN and tokens[index + 1].kind in (TokenType.SELECT, TokenType.VALUES):
-            depth = 0
-            for position in range(index, len(tokens)):
-                depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[position].kind, 0)
-                inside.add(position)
-                if depth == 0:
-                    break
+            inside.update(range(index, matching_paren(tokens, index) + 1))
     return inside
 
 

@@ -43,8 +43,9 @@ from matview.from_items import (
     view_parts,
 )
 from matview.names import fold, quote
-from matview.schema import ROWID_NAMES, read_table
+from matview.schema import ROWID_NAMES, read_table, view_sql
 from matview.sqltext import (
+    SET_OPERATIONS,
     Clauses,
     Span,
     Token,
@@ -60,7 +61,6 @@ from matview.sqltext import (
 )
 from matview.validate import probe_columns
 
-_SET_OPERATIONS = (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT)
 _MAX_DEPTH = 32  # views and CTEs nested deeper than this are refused (a cycle is refused first)
 
 
@@ -150,10 +150,8 @@ class _Inliner:
     # -- what is where -----------------------------------------------------------------
     def _plain_view(self, name: str) -> str | None:
         """The CREATE VIEW text of a plain (not materialized) view of the main schema."""
-        row = self.conn.execute(
-            "SELECT name, sql FROM main.sqlite_master WHERE type = 'view' AND name = ? COLLATE NOCASE", (name,)
-        ).fetchone()
-        if row is None:
+        text = view_sql(self.conn, name)
+        if text is None:
             return None
         if (
             catalog.has_catalog(self.conn)
@@ -164,7 +162,7 @@ class _Inliner:
             raise UnsupportedQuery(f"FROM {name}: a materialized view as a source is not supported yet")
         if self.conn.execute("SELECT 1 FROM temp.sqlite_master WHERE name = ? COLLATE NOCASE", (name,)).fetchone():
             raise UnsupportedQuery(f"FROM {name}: a temporary table or view cannot be maintained")
-        return str(row[1])
+        return text
 
     def needs_flattening(self, sql: str, ctes: dict[str, Cte]) -> bool:
         tokens = tokenize(sql)
@@ -174,21 +172,17 @@ class _Inliner:
         if not tokens or tokens[0].kind != TokenType.SELECT:
             return False
         depths = depth_walk(tokens)
-        if any(d == 0 and t.kind in _SET_OPERATIONS for t, d in zip(tokens, depths)):
+        if any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(tokens, depths)):
             return False
         clauses = split_clauses(sql, tokens)
         for reference in read_from_items(sql, list(clauses.from_.tokens), check=False):
             if reference.body is not None:
                 return True
-            if reference.name is not None and (fold(reference.name) in ctes or self._is_plain_view(reference.name)):
+            if reference.name is not None and (
+                fold(reference.name) in ctes or view_sql(self.conn, reference.name) is not None
+            ):
                 return True
         return False
-
-    def _is_plain_view(self, name: str) -> bool:
-        row = self.conn.execute(
-            "SELECT 1 FROM main.sqlite_master WHERE type = 'view' AND name = ? COLLATE NOCASE", (name,)
-        ).fetchone()
-        return row is not None
 
     # -- one SELECT --------------------------------------------------------------------
     def level(self, sql: str, ctes: dict[str, Cte], prefix: str, context: str | None, depth: int = 0) -> _Level:
@@ -203,7 +197,7 @@ class _Inliner:
         where = f" in {context}" if context else ""
         depths = depth_walk(tokens)
         for token, d in zip(tokens, depths):
-            if d == 0 and token.kind in _SET_OPERATIONS:
+            if d == 0 and token.kind in SET_OPERATIONS:
                 raise UnsupportedQuery(f"set operation {token.text.upper()}{where} is not supported yet")
         if not tokens or tokens[0].kind != TokenType.SELECT:
             raise UnsupportedQuery(f"{context or 'the view'}: only a SELECT can be inlined")

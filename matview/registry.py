@@ -21,7 +21,7 @@ from matview.db import scalar
 from matview.errors import SchemaChanged
 from matview.evaluator import Evaluator
 from matview.names import fold
-from matview.schema import read_table
+from matview.schema import read_table, view_sql
 from matview.viewstore import ViewTable
 
 
@@ -131,11 +131,9 @@ class Registry:
     def _validate(self, entry: ViewEntry) -> str | None:
         if entry.plan.needs_refresh:
             return entry.plan.needs_refresh
-        for view_name, view_sql in entry.plan.plain_views:
-            now = self.conn.execute(
-                "SELECT sql FROM main.sqlite_master WHERE type = 'view' AND name = ? COLLATE NOCASE", (view_name,)
-            ).fetchone()
-            if now is None or now[0] != view_sql:
+        for view_name, text in entry.plan.plain_views:
+            now = view_sql(self.conn, view_name)
+            if now != text:
                 change = "dropped" if now is None else "redefined"
                 return (
                     f"materialized view {entry.name}: the view {view_name} it reads was {change}; "

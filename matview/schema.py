@@ -94,6 +94,14 @@ def refuse_unstable_identity(table: TableInfo, what: str) -> None:
         )
 
 
+def view_sql(conn: apsw.Connection, name: str) -> str | None:
+    """The CREATE VIEW text of view `name` of the main schema, or None when there is none."""
+    row = conn.execute(
+        "SELECT sql FROM main.sqlite_master WHERE type = 'view' AND name = ? COLLATE NOCASE", (name,)
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
 def table_kind(conn: apsw.Connection, name: str) -> str | None:
     """'table', 'view', 'virtual', or None when `name` is no table or view in main."""
     row = conn.execute(

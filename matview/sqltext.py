@@ -32,6 +32,9 @@ _CLAUSES = {
 }
 _NAME_TYPES = {TokenType.VAR, TokenType.IDENTIFIER}
 
+#: compound operators (UNION [ALL], INTERSECT, EXCEPT) as tokens
+SET_OPERATIONS = (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT)
+
 AGGREGATE_NAMES = {"count", "sum", "total", "avg", "min", "max", "group_concat", "string_agg"}
 
 

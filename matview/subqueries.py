@@ -29,6 +29,7 @@ from matview.schema import (
     refuse_unstable_identity,
 )
 from matview.sqltext import (
+    SET_OPERATIONS,
     Span,
     Token,
     depth_walk,
@@ -36,7 +37,6 @@ from matview.sqltext import (
 )
 from matview.subquery_values import equalities, reads_table, refuse_unstable_value
 
-_SET_OPERATIONS = (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT)
 #: clause keywords that end a subquery's FROM clause at its depth
 _AFTER_FROM = (
     TokenType.WHERE,
@@ -45,7 +45,7 @@ _AFTER_FROM = (
     TokenType.WINDOW,
     TokenType.ORDER_BY,
     TokenType.LIMIT,
-    *_SET_OPERATIONS,
+    *SET_OPERATIONS,
 )
 
 
@@ -120,7 +120,7 @@ def _split(
     """One literal piece of a template, cut at the table references of its subqueries."""
     tokens = tokenize(text)
     depths = depth_walk(tokens)
-    references: list[tuple[int, int, str, str, bool]] = []  # (start, end, table, alias, aliased)
+    references: list[tuple[int, int, TableInfo, str, bool]] = []  # (start, end, table, alias, aliased)
     selects: list[tuple[int, int, int, int, list[int]]] = []  # (first, end, FROM at, WHERE end, references)
     for index, token in enumerate(tokens):
         if token.kind == TokenType.WITH and index and tokens[index - 1].kind == TokenType.L_PAREN:
@@ -147,7 +147,7 @@ def _split(
         for item in items:  # a FROM-subquery inside has its own SELECT, visited too
             table = _subquery_table(conn, item.name or "")
             mine.append(len(references))
-            references.append((*item.name_span, table.name, item.alias, item.aliased))
+            references.append((*item.name_span, table, item.alias, item.aliased))
         if stop < end and tokens[stop].kind == TokenType.WHERE:
             where = Span(text, tuple(tokens[i] for i in own if stop < i < where_end))
             probes.extend(_probes(conn, text, where, items))
@@ -159,9 +159,9 @@ def _split(
         if token.kind == TokenType.L_PAREN and tokens[index + 1].kind == TokenType.SELECT:
             refuse_unstable_value(conn, text, tokens, index)
     numbers = []
-    for _start, _end, table_name, alias, _aliased in references:
+    for _start, _end, table, alias, _aliased in references:
         numbers.append(first + len(occurrences))
-        occurrences.append(Occurrence(read_table(conn, table_name), alias))
+        occurrences.append(Occurrence(table, alias))
     edits = [(start, end, n, alias, aliased) for (start, end, _t, alias, aliased), n in zip(references, numbers)]
     for begin, end, from_at, where_end, mine in selects:
         if any(other[0] < begin and end <= other[1] for other in selects):

@@ -20,6 +20,7 @@ from matview.from_items import FromItem, read_from_items
 from matview.names import fold
 from matview.schema import Column, TableInfo, affinity, has_one_variant, read_table
 from matview.sqltext import (
+    SET_OPERATIONS,
     AggregateCall,
     Clauses,
     Span,
@@ -32,8 +33,6 @@ from matview.sqltext import (
     split_top_level,
     tokenize,
 )
-
-_SET_OPERATIONS = (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT)
 
 
 def equalities(text: str, where: Span) -> Iterator[tuple[tuple[Token, ...], tuple[Token, ...]]]:
@@ -71,7 +70,7 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
     depths = depth_walk(inner)
     for index, (token, d) in enumerate(zip(inner, depths)):
         after = inner[index + 1].kind if index + 1 < len(inner) else None
-        dedup = token.kind in _SET_OPERATIONS and not (token.kind == TokenType.UNION and after == TokenType.ALL)
+        dedup = token.kind in SET_OPERATIONS and not (token.kind == TokenType.UNION and after == TokenType.ALL)
         if d == 0 and (dedup or token.kind in (TokenType.DISTINCT, TokenType.GROUP_BY)):
             raise UnsupportedQuery(
                 f"{token.text.upper()} inside a subquery: which of equal values (1 and 1.0, 'a' and 'A' under "
@@ -92,7 +91,7 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
     before = tokens[open_index - 1].kind if open_index else None
     if before in (TokenType.IN, TokenType.EXISTS):
         return  # a set: the order of its rows does not matter
-    compound = any(d == 0 and t.kind in _SET_OPERATIONS for t, d in zip(inner, depths))
+    compound = any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(inner, depths))
     # an aggregate without GROUP BY is one row (bare columns are refused above); so is no FROM
     one_row = not clauses.group and not compound and (bool(calls) or not clauses.from_) and bool(items)
     if one_row or (not compound and not clauses.group and _unique_lookup(conn, body, clauses, tables)):
