@@ -17,7 +17,7 @@ from typing import Any
 
 import apsw
 
-from matview import catalog, lifecycle, readable
+from matview import catalog, lifecycle, readable, upstream
 from matview.errors import Error
 from matview.fold import fold_pending_deltas, pending_count
 from matview.names import quote, view_table
@@ -66,6 +66,7 @@ class Connection:
             aggregate_sql.GROUP_KEY_FUNCTION, aggregate_sql.group_key_sql, -1, deterministic=True
         )
         connection.create_scalar_function(ROW_KEY_FUNCTION, row_key_sql, -1, deterministic=True)
+        connection.create_scalar_function(upstream.UNREADABLE_FUNCTION, upstream.unreadable, 3)  # type: ignore[arg-type]
         connection.create_module("matview", Module(connection, self.registry))  # type: ignore[arg-type]
         connection.set_rollback_hook(self.registry.invalidate)
         catalog.check_version(connection)

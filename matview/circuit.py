@@ -34,6 +34,7 @@ from matview.operators.set_operation import SetOperation
 from matview.plan import Plan, render
 from matview.schema import ROWID_NAMES
 from matview.state import StateStore
+from matview.upstream import UpstreamSource
 from matview.zset import ZSet
 
 #: deltas at least this large are aggregated set at a time by SQLite (see aggregate_sql)
@@ -50,12 +51,32 @@ class DeltaTerms:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.tables = plan.tables
+        self.upstream = {u.name: UpstreamSource(u) for u in plan.upstreams}
         self._delta_sources = [self._delta_source(number, table) for number, table in enumerate(self.tables)]
-        self._terms: dict[frozenset[str], list[str]] = {}
+        #: per (changed tables, whether upstream views' storage already holds their ΔV)
+        self._terms: dict[tuple[frozenset[str], bool], list[str]] = {}
         #: `partition.root_queries` per set of changed tables (SQL text only: ranges are parameters)
         self.root_queries: dict[frozenset[str], tuple[str | None, str]] = {}
-        placeholders = {f"source{i}": f"main.{quote(table)}" for i, table in enumerate(plan.sources)}
-        self.base_sql = render(plan.stage1, weight="1", outer=plan.outer_kind, **placeholders)
+        placeholders = {f"source{i}": self._new_source(table, True) for i, table in enumerate(plan.sources)}
+        # an upstream view's rows carry their multiplicity: the snapshot's weight is their product
+        weights = {name: " * ".join(ws) or "1" for name, ws in self._weights_per_arm(set())}
+        self.base_sql = render(plan.stage1, **weights, outer=plan.outer_kind, **placeholders)
+
+    def _new_source(self, table: str, applied: bool) -> str:
+        if table in self.upstream:
+            return self.upstream[table].state(new=True, applied=applied)
+        return f"main.{quote(table)}"
+
+    def _weight_of(self, occurrence: int) -> str:
+        weight = quote(names.WEIGHT)
+        return weight if len(self.plan.sources) == 1 else f"{quote(self.plan.aliases[occurrence])}.{weight}"
+
+    def _weights_per_arm(self, weighted: set[int]) -> list[tuple[str, list[str]]]:
+        """Each arm's weight placeholder and the weights of its `weighted` occurrences (the
+        non-new inputs of a term, and every upstream view's rows)."""
+        chosen = sorted(weighted | {j for j, table in enumerate(self.plan.sources) if table in self.upstream})
+        names_ = ["weight", *(f"weight{k}" for k in range(1, len(self.plan.arms)))]
+        return [(name, [self._weight_of(j) for j in chosen if self._arm(j) == k]) for k, name in enumerate(names_)]
 
     def columns_of(self, table: str) -> tuple[list[str], list[str]]:
         """The user columns of a base table, and the names of its rowid no column shadows."""
@@ -77,6 +98,8 @@ class DeltaTerms:
 
     def _delta_source(self, number: int, table: str) -> str:
         """ΔX: the table's pending delta rows, shaped like the table, with their weight."""
+        if table in self.upstream:
+            return self.upstream[table].delta()
         user, rowids = self.columns_of(table)
         rowid = quote(names.ROWID)
         columns = ", ".join([*(quote(c) for c in [*user, names.WEIGHT]), *(f"{rowid} AS {a}" for a in rowids)])
@@ -86,8 +109,10 @@ class DeltaTerms:
             f"WHERE {seq} > :lo{number} AND {seq} <= :hi{number})"
         )
 
-    def _old_source(self, number: int, table: str) -> str:
+    def _old_source(self, number: int, table: str, applied: bool = True) -> str:
         """X^old = X^new ⊎ (−ΔX), without storing it."""
+        if table in self.upstream:
+            return self.upstream[table].state(new=False, applied=applied)
         user, rowids = self.columns_of(table)
         values = self.table_columns(table)
         delta = self._delta_sources[number]
@@ -97,10 +122,11 @@ class DeltaTerms:
             f"UNION ALL SELECT {pending}, -{quote(names.WEIGHT)} FROM {delta})"
         )
 
-    def terms(self, changed: frozenset[str]) -> list[str]:
+    def terms(self, changed: frozenset[str], applied: bool = True) -> list[str]:
         """The stage-1 SELECTs whose rows (with weights) sum to Δ(stage 1) when the tables
-        `changed` have pending deltas: one per occurrence of a changed table."""
-        found = self._terms.get(changed)
+        `changed` have pending deltas: one per occurrence of a changed table. `applied`: the
+        storage of upstream views already holds their ΔV (the fold), or not yet (a reader)."""
+        found = self._terms.get((changed, applied))
         if found is not None:
             return found
         plan = self.plan
@@ -110,37 +136,39 @@ class DeltaTerms:
             else:  # the SQL `partition` runs; here to be prepared and checked at CREATE
                 reach, rows = partition.root_queries(self, changed)
                 terms = [rows] if reach is None else [rows, reach]
-            self._terms[changed] = terms
+            self._terms[(changed, applied)] = terms
             return terms
-        single = len(plan.sources) == 1
         changed_at = [i for i, table in enumerate(plan.sources) if table in changed]
         terms = []
         for i in changed_at:
             placeholders: dict[str, str] = {}
-            weights: list[str] = []
+            weighted: set[int] = set()
             for j, table in enumerate(plan.sources):
                 number = self.tables.index(table)
                 if self._arm(j) != self._arm(i):  # another arm of a UNION: empty, it adds nothing
-                    placeholders[f"source{j}"] = (
-                        f"(SELECT {self.table_columns(table)} FROM main.{quote(table)} LIMIT 0)"
-                    )
+                    placeholders[f"source{j}"] = self._empty_source(table)
                     continue
                 if j == i:
                     placeholders[f"source{j}"] = self._delta_sources[number]
                 elif j > i and j in changed_at:
-                    placeholders[f"source{j}"] = self._old_source(number, table)
+                    placeholders[f"source{j}"] = self._old_source(number, table, applied)
                 else:
-                    placeholders[f"source{j}"] = f"main.{quote(table)}"
+                    placeholders[f"source{j}"] = self._new_source(table, applied)
                     continue
-                weight = quote(names.WEIGHT)
-                weights.append(weight if single else f"{quote(plan.aliases[j])}.{weight}")
-            arm = self._arm(i)
+                weighted.add(j)
             # each arm's weight placeholder: this arm's product, "1" in the empty others
-            names_ = ["weight", *(f"weight{k}" for k in range(1, len(plan.arms)))]
-            weight_of_arm = {name: " * ".join(weights) if k == arm else "1" for k, name in enumerate(names_)}
+            weight_of_arm = {
+                name: " * ".join(ws) if k == self._arm(i) else "1"
+                for k, (name, ws) in enumerate(self._weights_per_arm(weighted))
+            }
             terms.append(render(plan.stage1, **weight_of_arm, **placeholders))
-        self._terms[changed] = terms
+        self._terms[(changed, applied)] = terms
         return terms
+
+    def _empty_source(self, table: str) -> str:
+        if table in self.upstream:
+            return self.upstream[table].empty()
+        return f"(SELECT {self.table_columns(table)} FROM main.{quote(table)} LIMIT 0)"
 
     def _arm(self, occurrence: int) -> int:
         """Which arm of a UNION an occurrence is in (0 for a simple SELECT)."""
@@ -224,11 +252,11 @@ class Circuit:
         kept = ", ".join(f"c{i}" for i in range(width))
         return f"WITH __dbsp_stage1({names_}) AS ({self.base_sql}) SELECT {kept} FROM __dbsp_stage1"
 
-    def stage1_delta(self, conn: apsw.Connection, ranges: Ranges) -> list[tuple[Any, ...]]:
+    def stage1_delta(self, conn: apsw.Connection, ranges: Ranges, applied: bool = True) -> list[tuple[Any, ...]]:
         """Stage-1 rows (with weights) of the pending changes `ranges`."""
         params = self.delta_terms.parameters(ranges)
-        terms = self.delta_terms.terms(frozenset(ranges))
-        if len(self.plan.sources) == 1:
+        terms = self.delta_terms.terms(frozenset(ranges), applied)
+        if len(self.plan.sources) == 1 and not self.plan.upstreams:
             # one table's log, scanned in sequence order: a row's −1 never comes before its +1
             return conn.execute(terms[0], params).fetchall()
         # A join term's rows come in the join's loop order (SQLite may scan another table and
@@ -251,15 +279,20 @@ class Circuit:
 
     def delta(self, conn: apsw.Connection, ranges: Ranges, store: StateStore) -> ZSet[bytes]:
         """ΔV of the pending changes `ranges` (all of them at once: folding table by table
-        would count ΔA ⋈ ΔB twice)."""
+        would count ΔA ⋈ ΔB twice). The fold, which writes, has applied the ΔV of every
+        upstream view first; a reader, which does not, reads their storage as it was."""
+        ranges = {table: span for table, span in ranges.items() if table in self.delta_terms.tables}
+        if not ranges:
+            return ZSet()
         if self.plan.root_recompute:
             return self.step(partition.root_delta(conn, self.delta_terms, ranges, store), store)
+        applied = store.writable
         if sum(hi - lo for lo, hi in ranges.values()) >= BULK_ROWS and store.writable:
-            source = " UNION ALL ".join(self.delta_terms.terms(frozenset(ranges)))
+            source = " UNION ALL ".join(self.delta_terms.terms(frozenset(ranges), applied))
             found = self._sql_aggregate(conn, source, self.delta_terms.parameters(ranges), store)
             if found is not None:
                 return found
-        return self.step(self.stage1_delta(conn, ranges), store)
+        return self.step(self.stage1_delta(conn, ranges, applied), store)
 
     def populate(self, conn: apsw.Connection, store: StateStore) -> ZSet[bytes] | None:
         """The initial snapshot: the whole base table as one delta from the empty state.
@@ -269,7 +302,13 @@ class Circuit:
         found = self._sql_aggregate(conn, self.base_sql, (), store)
         if found is not None:
             return found
-        if self.aggregate is None and self.distinct is None and self.set_operation is None and not self.plan.arms:
+        if (
+            self.aggregate is None
+            and self.distinct is None
+            and self.set_operation is None
+            and not self.plan.arms
+            and not self.plan.upstreams  # (a row of an upstream view may stand for several)
+        ):
             return None  # (a UNION ALL read as a FROM-subquery would take its first arm's affinity)
         return self.step(self.stage1_base(conn), store)
 

@@ -128,6 +128,7 @@ def combine(conn: apsw.Connection, arms: list[tuple[Plan, FromClause]], operatio
         aliases=tuple(aliases),
         signatures=tuple(signatures.items()),
         without_rowid=tuple(dict.fromkeys(t for plan, _s in arms for t in plan.without_rowid)),
+        upstreams=tuple({u.name: u for plan, _s in arms for u in plan.upstreams}.values()),
         stable_rowid_tables=tuple(dict.fromkeys(t for plan, _s in arms for t in plan.stable_rowid_tables)),
         columns=columns,
         distinct=distinct and not counted,

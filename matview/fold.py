@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import apsw
 
-from matview import catalog, names
+from matview import catalog, names, upstream
 from matview.db import ENVIRONMENT_ERRORS, describe, savepoint
 from matview.names import quote
 from matview.registry import Registry, View
@@ -38,50 +38,77 @@ def pending_ranges(conn: apsw.Connection, view: View) -> list[tuple[str, int, in
     return ranges
 
 
+#: a view's inputs as `Circuit.delta` takes them (see `_inputs`)
+Ranges = dict[str, tuple[int, int]]
+
+
 def pending_count(conn: apsw.Connection, view: View) -> int:
     return sum(hi - lo for _, lo, hi in pending_ranges(conn, view))
 
 
-def _view_delta(
-    conn: apsw.Connection, view: View, ranges: list[tuple[str, int, int]], store: StateStore
-) -> ZSet[bytes]:
+def _view_delta(conn: apsw.Connection, view: View, ranges: Ranges, store: StateStore) -> ZSet[bytes]:
     """ΔV of all pending inputs jointly (table by table would count ΔA ⋈ ΔB twice)."""
-    return view.circuit.delta(conn, {table: (lo, hi) for table, lo, hi in ranges}, store)
+    return view.circuit.delta(conn, ranges, store)
 
 
-def pending_view_delta(conn: apsw.Connection, view: View) -> ZSet[bytes]:
-    """ΔV of the not-yet-folded deltas, computed without writing anything (readers)."""
+def _inputs(
+    conn: apsw.Connection, view: View, upstream_changes: dict[str, int]
+) -> tuple[list[tuple[str, int, int]], Ranges]:
+    """A view's pending base-table ranges, and all its inputs as `Circuit.delta` takes them:
+    those ranges and, per upstream view whose ΔV of this fold is not empty, (0, its size)."""
     ranges = pending_ranges(conn, view)
-    if not ranges:
-        return ZSet()
-    return _view_delta(conn, view, ranges, StateStore(conn, view.name, writable=False))
+    inputs: Ranges = {table: (lo, hi) for table, lo, hi in ranges}
+    for name in view.entry.plan.upstream_views:
+        size = upstream_changes.get(names.fold(name), 0)
+        if size:
+            inputs[name] = (0, size)
+    return ranges, inputs
 
 
-def fold_view(conn: apsw.Connection, view: View) -> list[tuple[str, int, int]]:
-    """Fold `view`'s pending deltas inside a write transaction; the ranges it folded.
+def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) -> ZSet[bytes]:
+    """ΔV of the not-yet-folded deltas, computed without writing anything but the temp ΔV
+    tables of the views it reads (readers)."""
+    changes: dict[str, int] = {}
+    delta: ZSet[bytes] = ZSet()
+    for current in registry.upstream_order(view):
+        _ranges, inputs = _inputs(conn, current, changes)
+        store = StateStore(conn, current.name, writable=False)
+        delta = _view_delta(conn, current, inputs, store) if inputs else ZSet()
+        if current is not view:
+            upstream.write_delta(conn, current.name, len(current.entry.plan.columns), delta)
+            changes[names.fold(current.name)] = len(delta)
+    return delta
+
+
+def fold_view(
+    conn: apsw.Connection, view: View, upstream_changes: dict[str, int] | None = None
+) -> tuple[list[tuple[str, int, int]], ZSet[bytes]] | None:
+    """Fold `view`'s pending deltas inside a write transaction: the ranges it folded and its
+    ΔV, or None when it stalled. `upstream_changes`: the sizes of the ΔVs the views it reads
+    got in this fold (their storage holds them already, their temp ΔV tables too).
 
     A view must never make a valid base write fail: when computing ΔV raises (a user
     function this connection lacks, a bug), nothing of the view is written, the view is
     marked stalled — its deltas stay pending, and reading it reports why — and no range is
     folded. A small ΔV is computed without writing (state is buffered), so only the
     set-at-a-time path, which updates ordered state as it goes, needs a savepoint."""
-    ranges = pending_ranges(conn, view)
-    if not ranges:
-        return ranges
+    ranges, inputs = _inputs(conn, view, upstream_changes or {})
+    if not inputs:
+        return ranges, ZSet()
     store = StateStore(conn, view.name, writable=True)
-    set_at_a_time = view.circuit.writes_while_computing(sum(hi - lo for _, lo, hi in ranges))
+    set_at_a_time = view.circuit.writes_while_computing(sum(hi - lo for lo, hi in inputs.values()))
     try:
         if set_at_a_time:
             with savepoint(conn):
-                delta = _view_delta(conn, view, ranges, store)
+                delta = _view_delta(conn, view, inputs, store)
                 view.table.apply(conn, delta)
         else:
-            delta = _view_delta(conn, view, ranges, store)  # reads only
+            delta = _view_delta(conn, view, inputs, store)  # reads only
     except ENVIRONMENT_ERRORS:
         raise
     except Exception as exc:
         view.stalled = f"materialized view {view.name} cannot be folded: {describe(exc)}"
-        return []
+        return None
     if not set_at_a_time:
         # outside the guard: an error while writing (a view found inconsistent) must not leave a
         # half-applied ΔV behind a rolled-forward transaction; it reaches the caller
@@ -89,7 +116,7 @@ def fold_view(conn: apsw.Connection, view: View) -> list[tuple[str, int, int]]:
     store.flush()
     for table, _lo, hi in ranges:
         catalog.set_progress(conn, view.name, table, hi)
-    return ranges
+    return ranges, delta
 
 
 #: consumed delta rows a table may keep before they are deleted; deleting in batches
@@ -114,9 +141,59 @@ def collect_garbage(conn: apsw.Connection, registry: Registry, tables: dict[str,
 def fold_pending_deltas(conn: apsw.Connection, registry: Registry, views: list[View]) -> None:
     """Fold several views and clean up their delta logs; inside a write transaction."""
     touched: dict[str, int] = {}
-    for view in views:
-        if view.broken or view.stalled:
-            continue
-        for table, _lo, hi in fold_view(conn, view):
-            touched[table] = max(hi, touched.get(table, 0))
+    for group in registry.fold_groups(views):
+        if len(group) == 1:
+            _fold_alone(conn, group[0], touched)
+        else:
+            _fold_together(conn, registry, group, touched)
     collect_garbage(conn, registry, touched)
+
+
+def _fold_alone(conn: apsw.Connection, view: View, touched: dict[str, int]) -> None:
+    if view.broken or view.stalled:
+        return
+    folded = fold_view(conn, view)
+    for table, _lo, hi in folded[0] if folded else []:
+        touched[table] = max(hi, touched.get(table, 0))
+
+
+class _GroupStalled(Exception):
+    pass
+
+
+def _fold_together(conn: apsw.Connection, registry: Registry, group: list[View], touched: dict[str, int]) -> None:
+    """Fold views over views with the views they read, upstream first: each applies its ΔV
+    before its downstream views compute theirs from it. All or none: a view that cannot be
+    folded leaves every view of the group pending (its upstream's ΔV would be lost)."""
+    if any(view.broken or view.stalled for view in group):
+        reason = next(view.broken or view.stalled for view in group if view.broken or view.stalled)
+        _stall(group, reason or "")
+        return
+    changes: dict[str, int] = {}  # per view folded here: the size of its ΔV
+    ranges_of: list[list[tuple[str, int, int]]] = []
+    try:
+        with savepoint(conn):
+            for view in group:
+                folded = fold_view(conn, view, changes)
+                if folded is None:
+                    raise _GroupStalled(view.stalled)
+                ranges, delta = folded
+                ranges_of.append(ranges)
+                if registry.dependents_of(view):
+                    upstream.ensure_delta_table(conn, view.name, view.entry.plan.columns)
+                    upstream.write_delta(conn, view.name, len(view.entry.plan.columns), delta)
+                    changes[names.fold(view.name)] = len(delta)
+    except _GroupStalled as stalled:
+        _stall(group, str(stalled))
+        return
+    for ranges in ranges_of:
+        for table, _lo, hi in ranges:
+            touched[table] = max(hi, touched.get(table, 0))
+
+
+def _stall(group: list[View], reason: str) -> None:
+    for view in group:
+        if not view.broken:
+            view.stalled = view.stalled or (
+                f"materialized view {view.name} is folded together with the views it reads or that read it: {reason}"
+            )

@@ -27,7 +27,7 @@ from matview.inline import inline_query
 from matview.keys import check_collation
 from matview.names import fold, quote
 from matview.plan import WEIGHT, AggSpec, OutputColumn, Plan, PostColumn, Template
-from matview.schema import has_one_variant
+from matview.schema import Column, has_one_variant
 from matview.sqltext import (
     AggregateCall,
     Clauses,
@@ -43,6 +43,7 @@ from matview.sqltext import (
     tokenize,
 )
 from matview.subqueries import has_subquery, with_subqueries
+from matview.upstream import describe_upstream
 from matview.validate import (
     one_statement,
     parse_select,
@@ -149,6 +150,14 @@ class _Builder:
         if len(toks) != 1 or not toks[0].is_name:
             return None
         return self.resolve(toks[0].text)
+
+    def bare_column(self, item: _Item) -> Column | None:
+        """The base column whose values an output column holds unchanged: a plain column
+        reference, or one with a COLLATE (which changes comparisons, not values)."""
+        ref = item.column
+        if ref is None and len(item.tokens) > 2 and item.tokens[-2].kind == TokenType.COLLATE:
+            ref = self.column_of(item.tokens[:-2])
+        return ref.column if ref is not None else None
 
     def resolve(self, name: str) -> ColumnRef | None:
         return self.source.resolve(None, name)
@@ -407,15 +416,16 @@ def build_plan(
         raise UnsupportedQuery("matview cannot match the select list to its columns")
     where = builder.substitute_aliases(clauses.where, items) if clauses.where else ""
     distinct = clauses.distinct is not None and clauses.distinct.kind == TokenType.DISTINCT
+    bare = [builder.bare_column(item) for item in items]
     columns = tuple(
         OutputColumn(
             name,
             # a plain column has its base column's type (as `read_table` mirrors STRICT tables)
-            item.column.column.decltype if item.column is not None and item.column.column is not None else decltype,
+            column.decltype if column is not None else decltype,
             builder.collation_of(item.tokens),
-            item.column is not None and item.column.column is not None,
+            column is not None,
         )
-        for name, decltype, item in zip(names, decltypes, items)
+        for name, decltype, item, column in zip(names, decltypes, items, bare)
     )
     calls_per_item = [find_aggregate_calls(sql, item.tokens) for item in items]
     is_aggregate = bool(clauses.group or clauses.having or any(calls_per_item))
@@ -430,8 +440,15 @@ def build_plan(
         (table.name, tuple((c.name, c.decltype, c.collation) for c in table.columns))
         for table in {o.table.name: o.table for o in source.occurrences}.values()
     )
+    upstream_views = tuple(dict.fromkeys(o.table.name for o in source.occurrences if o.table.materialized))
+    if upstream_views and source.outer_on:
+        raise UnsupportedQuery(
+            f"an outer join with materialized view {upstream_views[0]} is not supported yet "
+            "(a view's rows have no key to pad them by)"
+        )
     where_sql = f" WHERE ({where})" if where else ""
     rows_plan = Plan(
+        upstreams=tuple(describe_upstream(conn, name) for name in upstream_views),
         exact_distinct=all(has_one_variant(c.decltype, c.collation) for c in columns),
         sources=sources,
         aliases=aliases,

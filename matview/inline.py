@@ -59,6 +59,7 @@ from matview.sqltext import (
     split_top_level,
     tokenize,
 )
+from matview.upstream import upstream_info
 from matview.validate import probe_columns
 
 _MAX_DEPTH = 32  # views and CTEs nested deeper than this are refused (a cycle is refused first)
@@ -159,7 +160,7 @@ class _Inliner:
                 f"SELECT 1 FROM main.{quote(names.CATALOG)} WHERE name = ? COLLATE NOCASE", (name,)
             ).fetchone()
         ):
-            raise UnsupportedQuery(f"FROM {name}: a materialized view as a source is not supported yet")
+            return None  # read as a source, as a table is (see `matview.upstream`)
         if self.conn.execute("SELECT 1 FROM temp.sqlite_master WHERE name = ? COLLATE NOCASE", (name,)).fetchone():
             raise UnsupportedQuery(f"FROM {name}: a temporary table or view cannot be maintained")
         return text
@@ -179,7 +180,7 @@ class _Inliner:
             if reference.body is not None:
                 return True
             if reference.name is not None and (
-                fold(reference.name) in ctes or view_sql(self.conn, reference.name) is not None
+                fold(reference.name) in ctes or self._plain_view(reference.name) is not None
             ):
                 return True
         return False
@@ -339,7 +340,7 @@ class _Inliner:
             level = self.level(body, {}, inner_prefix, f"view {view_name}", depth + 1)
             names_ = column_names or self._sqlite_names(f"SELECT * FROM main.{quote(view_name)}", {})
             return self._derived(alias, level, names_, f"view {view_name}")
-        table = read_table(self.conn, reference.name)
+        table = upstream_info(self.conn, reference.name) or read_table(self.conn, reference.name)
         final = f"{prefix}{alias}"
         if fold(final) in self.used_aliases:
             raise UnsupportedQuery(f"FROM {reference.text}: the alias {final} is used twice once inlined")

@@ -10,18 +10,20 @@ from dataclasses import replace
 
 import apsw
 
-from matview import catalog, names, readable
+from matview import catalog, names, readable, upstream
 from matview.capture import capture_installed, install_capture, remove_capture
 from matview.catalog import ViewEntry
 from matview.circuit import Circuit
 from matview.db import ENVIRONMENT_ERRORS, describe, savepoint, scalar
 from matview.errors import Error
+from matview.fold import fold_pending_deltas
 from matview.frontend import compile_select
 from matview.indexes import drop_unused as drop_unused_indexes
 from matview.indexes import with_indexes
 from matview.names import fold, quote
+from matview.plan import OutputColumn
 from matview.registry import Registry, View
-from matview.schema import read_table
+from matview.schema import affinity, read_table
 from matview.state import StateStore, create_state_tables
 from matview.viewstore import ViewTable
 
@@ -76,13 +78,23 @@ def create_view(
     with savepoint(conn):
         compiled = compile_select(conn, sql, auto_indexes)
         catalog.ensure_catalog(conn)
-        for table in compiled.plan.tables:
+        for table in compiled.plan.base_tables:
             install_capture(conn, read_table(conn, table))
+        # the views it reads, folded: their storage is what the snapshot below reads
+        upstreams = [registry.get(u) for u in compiled.plan.upstream_views]
+        _fold_upstreams(conn, registry, [u for u in upstreams if u is not None])
+        for up in upstreams:
+            if up is not None:
+                upstream.ensure_delta_table(conn, up.name, up.entry.plan.columns)
         plan = with_indexes(conn, compiled)
         view_table = ViewTable(name, plan.columns)
         view_table.create(conn)
         create_state_tables(conn, name)
-        entry = ViewEntry(name, sql.strip().rstrip(";").strip(), plan, maintenance, plan.tables)
+        # progress is kept per base table, those read through upstream views too (see `fold`)
+        base_tables = list(
+            dict.fromkeys([*plan.base_tables, *(t for u in upstreams if u for t in u.entry.base_tables)])
+        )
+        entry = ViewEntry(name, sql.strip().rstrip(";").strip(), plan, maintenance, base_tables)
         catalog.save_view(conn, entry)
         view = View(entry, Circuit(name, plan, registry.evaluator), view_table)
         _populate(conn, view)
@@ -91,6 +103,17 @@ def create_view(
         readable.drop_shadow(conn, name)
         readable.create_shadow(conn, name)
     registry.invalidate()
+
+
+def _fold_upstreams(conn: apsw.Connection, registry: Registry, upstreams: list[View]) -> None:
+    for view in upstreams:
+        view.check()
+        if view.stalled:
+            raise Error(view.stalled)
+    fold_pending_deltas(conn, registry, upstreams)
+    for view in upstreams:
+        if view.stalled:
+            raise Error(view.stalled)
 
 
 def _populate(conn: apsw.Connection, view: View) -> None:
@@ -117,9 +140,16 @@ def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: b
         if if_exists:
             return
         raise Error(f"no such materialized view: {name}")
+    dependents = registry.dependents_of(view)
+    if dependents:
+        raise Error(
+            f"materialized view {view.name} is read by materialized view(s) "
+            f"{', '.join(v.name for v in dependents)}: DROP MATERIALIZED VIEW them first"
+        )
     with savepoint(conn):
         registry.evaluator.forget(view.name)
         readable.drop_shadow(conn, view.name)
+        conn.execute(f"DROP TABLE IF EXISTS temp.{quote(upstream.delta_table(view.name))}")
         readable.drop_plain_view(conn, view.name)
         for table_name in (
             names.view_table(view.name),
@@ -148,7 +178,7 @@ def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
         raise Error(f"no such materialized view: {name}")
     with savepoint(conn):
         others: dict[str, View] = {}
-        for table in view.entry.base_tables:
+        for table in view.entry.plan.base_tables:
             info = read_table(conn, table)
             stale = tuple(tuple(c) for c in info.signature) != view.entry.plan.signature(table)
             if stale or not capture_installed(conn, table):
@@ -158,7 +188,10 @@ def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
                 install_capture(conn, info)
         _rebuild(conn, registry, view)
         others.pop(fold(view.name), None)
-        for other in others.values():
+        # views over the rebuilt ones read storage that changed without a ΔV: rebuilt after them
+        downstream = registry.downstream_order([view, *others.values()])
+        rebuilt = registry.upstream_first([*others.values(), *(v for v in downstream if fold(v.name) not in others)])
+        for other in rebuilt:
             try:
                 with savepoint(conn):
                     _rebuild(conn, registry, other)
@@ -171,9 +204,17 @@ def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
     registry.invalidate()
 
 
+def _shown(columns: tuple[OutputColumn, ...]) -> list[tuple[str, str, str]]:
+    """What readers of a view's columns see: names, affinities, collations."""
+    return [(c.name, affinity(c.decltype), c.collation) for c in columns]
+
+
 def _rebuild(conn: apsw.Connection, registry: Registry, view: View) -> None:
     plan = with_indexes(conn, compile_select(conn, view.entry.sql, view.entry.plan.auto_indexes))
-    if plan.columns != view.entry.plan.columns:
+    if _shown(plan.columns) == _shown(view.entry.plan.columns):
+        # the view table stays: its columns keep the types they were created with
+        plan = replace(plan, columns=view.entry.plan.columns)
+    else:
         before = ", ".join(f"{c.name} {c.decltype}".strip() for c in view.entry.plan.columns)
         after = ", ".join(f"{c.name} {c.decltype}".strip() for c in plan.columns)
         raise Error(

@@ -92,6 +92,15 @@ class PostColumn:
     source: tuple[str, int]  # ("group", j) or ("agg", i)
 
 
+@dataclass(frozen=True)
+class Upstream:
+    """A materialized view another view reads: what its readers see (see `matview.upstream`)."""
+
+    name: str
+    aggregate: bool  # an aggregate view: a stored result may be an error marker
+    columns: tuple[OutputColumn, ...]
+
+
 Signature = tuple[tuple[str, str, str], ...]  # a base table's (column, declared type, collation)
 
 
@@ -136,6 +145,7 @@ class Plan:
     arms: tuple[int, ...] = ()  # a set operation: the first occurrence of each arm (see `compound`)
     set_operation: str = ""  # "INTERSECT" or "EXCEPT" (counted per arm; UNION is `distinct`)
     plain_views: tuple[tuple[str, str], ...] = ()  # plain views the SELECT reads (inlined): name, CREATE VIEW text
+    upstreams: tuple[Upstream, ...] = ()  # sources that are materialized views (see `matview.upstream`)
 
     @property
     def group_count(self) -> int:
@@ -143,8 +153,17 @@ class Plan:
 
     @property
     def tables(self) -> list[str]:
-        """The distinct base tables, in order of first reference."""
+        """The distinct sources (base tables and upstream views), in order of first reference."""
         return list(dict.fromkeys(self.sources))
+
+    @property
+    def upstream_views(self) -> tuple[str, ...]:
+        return tuple(u.name for u in self.upstreams)
+
+    @property
+    def base_tables(self) -> list[str]:
+        """The distinct base tables the SELECT reads itself (not through an upstream view)."""
+        return [t for t in self.tables if t not in self.upstream_views]
 
     def signature(self, table: str) -> Signature | None:
         return next((sig for name, sig in self.signatures if name == table), None)
@@ -192,4 +211,8 @@ class Plan:
             (table, tuple(tuple(c) for c in signature)) for table, signature in data["signatures"]
         )
         data["plain_views"] = tuple(tuple(v) for v in data.get("plain_views", ()))
+        data["upstreams"] = tuple(
+            Upstream(u["name"], u["aggregate"], tuple(OutputColumn(**c) for c in u["columns"]))
+            for u in data.get("upstreams", ())
+        )
         return cls(**data)

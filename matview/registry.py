@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import apsw
 
-from matview import catalog, readable
+from matview import catalog, readable, upstream
 from matview.capture import capture_installed
 from matview.catalog import ViewEntry
 from matview.circuit import Circuit
@@ -21,6 +21,7 @@ from matview.db import scalar
 from matview.errors import SchemaChanged
 from matview.evaluator import Evaluator
 from matview.names import fold
+from matview.plan import OutputColumn
 from matview.schema import read_table, view_sql
 from matview.viewstore import ViewTable
 
@@ -105,6 +106,9 @@ class Registry:
         versions = (self._schema_version or 0, int(scalar(self.conn, "PRAGMA temp.schema_version")))
         if versions != self._shadowed:
             complete = readable.reconcile(self.conn, [v.name for v in views.values()])
+            for view in views.values():
+                if self.dependents_of(view):  # where a reader of its dependents puts its ΔV
+                    upstream.ensure_delta_table(self.conn, view.name, view.entry.plan.columns)
             after = int(scalar(self.conn, "PRAGMA temp.schema_version"))
             self._shadowed = (versions[0], after) if complete else None
         return views
@@ -127,6 +131,97 @@ class Registry:
             view.stalled = self._missing_functions(entry)
             views[key] = view
         self.views = views
+        for view in self.fold_order(list(views.values())):
+            # a view over a view that cannot be maintained cannot be either
+            for read in self.upstreams_of(view):
+                if read is None or read.entry.plan.columns != self._upstream_columns(view, read.name):
+                    view.broken = view.broken or (
+                        f"materialized view {view.name}: a materialized view it reads was dropped or created "
+                        "again with other columns; DROP it and CREATE it again"
+                    )
+                elif read.broken or read.stalled:
+                    view.broken = view.broken or read.broken
+                    view.stalled = view.stalled or read.stalled
+
+    @staticmethod
+    def _upstream_columns(view: View, name: str) -> tuple[OutputColumn, ...]:
+        return next(u.columns for u in view.entry.plan.upstreams if fold(u.name) == fold(name))
+
+    # -- views over views ---------------------------------------------------------------
+    def upstreams_of(self, view: View) -> list[View | None]:
+        """The materialized views `view` reads (None for one that is gone)."""
+        return [self.views.get(fold(name)) for name in view.entry.plan.upstream_views]
+
+    def dependents_of(self, view: View) -> list[View]:
+        """The materialized views that read `view`."""
+        return [v for v in self.views.values() if fold(view.name) in (fold(n) for n in v.entry.plan.upstream_views)]
+
+    def fold_groups(self, views: list[View]) -> list[list[View]]:
+        """`views` with every view connected to them through views over views, in groups that
+        fold together (a downstream view's input is its upstream's ΔV of the same fold), each
+        upstream first."""
+        groups: list[list[View]] = []
+        seen: set[str] = set()
+        for start in views:
+            if fold(start.name) in seen:
+                continue
+            group: dict[str, View] = {}
+            todo = [start]
+            while todo:
+                view = todo.pop()
+                if fold(view.name) in group:
+                    continue
+                group[fold(view.name)] = view
+                todo += [u for u in self.upstreams_of(view) if u is not None]
+                todo += self.dependents_of(view)
+            seen.update(group)
+            groups.append(self.upstream_first(list(group.values())))
+        return groups
+
+    def fold_order(self, views: list[View]) -> list[View]:
+        return [view for group in self.fold_groups(views) for view in group]
+
+    def downstream_order(self, views: list[View]) -> list[View]:
+        """The views that read `views`, directly or not, upstream first."""
+        found: dict[str, View] = {}
+        todo = [d for v in views for d in self.dependents_of(v)]
+        while todo:
+            current = todo.pop()
+            if fold(current.name) not in found:
+                found[fold(current.name)] = current
+                todo += self.dependents_of(current)
+        return self.upstream_first(list(found.values()))
+
+    def upstream_order(self, view: View) -> list[View]:
+        """The views `view` reads, directly or not, upstream first; then `view`."""
+        found: dict[str, View] = {}
+        todo = [view]
+        while todo:
+            current = todo.pop()
+            if fold(current.name) not in found:
+                found[fold(current.name)] = current
+                todo += [u for u in self.upstreams_of(current) if u is not None]
+        return self.upstream_first(list(found.values()))
+
+    def upstream_first(self, views: list[View]) -> list[View]:
+        """`views` ordered so that each comes after the views it reads."""
+        among = {fold(v.name) for v in views}
+        placed: dict[str, View] = {}
+        visiting: set[str] = set()
+
+        def place(view: View) -> None:
+            key = fold(view.name)
+            if key in placed or key in visiting:  # (a cycle only a damaged catalog could hold)
+                return
+            visiting.add(key)
+            for read in self.upstreams_of(view):
+                if read is not None and fold(read.name) in among:
+                    place(read)
+            placed[key] = view
+
+        for view in views:
+            place(view)
+        return list(placed.values())
 
     def _validate(self, entry: ViewEntry) -> str | None:
         if entry.plan.needs_refresh:
@@ -139,7 +234,7 @@ class Registry:
                     f"materialized view {entry.name}: the view {view_name} it reads was {change}; "
                     "DROP the materialized view and CREATE it again"
                 )
-        for table in entry.base_tables:
+        for table in entry.plan.base_tables:  # (those of an upstream view: validated with it)
             try:
                 info = read_table(self.conn, table)
             except Exception:

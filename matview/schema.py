@@ -55,6 +55,7 @@ class TableInfo:
     rowid_name: str = "rowid"  # an alias of the real rowid that no user column shadows
     pk_not_null: bool = False  # every PRIMARY KEY column is NOT NULL (a rowid table's PK may hold NULLs)
     strict: bool = False  # a STRICT table: an INTEGER column holds only integers
+    materialized: bool = False  # a materialized view read as a source (see `matview.upstream`)
 
     @property
     def stable_key(self) -> tuple[str, ...] | None:
@@ -87,6 +88,11 @@ def refuse_unstable_identity(table: TableInfo, what: str) -> None:
     """Views maintained per row (LEFT JOIN chains, subqueries) identify rows by a key that
     survives VACUUM, which renumbers rowids — without any change a trigger sees — unless they
     are an INTEGER PRIMARY KEY: that, or a primary key of NOT NULL columns."""
+    if table.materialized:
+        raise UnsupportedQuery(
+            f"{what} over materialized view {table.name} is not supported yet (it is maintained "
+            "per row, and a view's rows have no key)"
+        )
     if table.stable_key is None:
         raise UnsupportedQuery(
             f"{what} over table {table.name}, which has no PRIMARY KEY: its rows could only be "

@@ -150,7 +150,7 @@ class Cursor:
             f"SELECT {view.table.select_columns} FROM {view.table.table}{where}", tuple(constraintargs)
         ).fetchall()
         try:
-            pending = pending_view_delta(conn, view)
+            pending = pending_view_delta(conn, self.table.module.registry, view)
         except ENVIRONMENT_ERRORS:
             raise
         except Exception as exc:

@@ -179,7 +179,7 @@ def test_refusals_name_the_derived_table(tmp_path):
         ("SELECT * FROM (SELECT v, row_number() OVER () FROM t) s", "window"),
         ("SELECT * FROM (SELECT v FROM t UNION SELECT g FROM t) s", "set operation UNION in FROM-subquery s"),
         ("WITH r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT n FROM r", "recursive CTE r"),
-        ("SELECT * FROM mv", "materialized view as a source"),
+        ("SELECT * FROM mv m JOIN t ON t.id = m.id LEFT JOIN t u ON u.id = m.v", "materialized view mv"),
         ("SELECT * FROM (SELECT id FROM t) s WHERE id IN (SELECT g FROM t)", "subquery"),
         ("SELECT s.rowid FROM (SELECT id FROM t) s", "rowid"),
     ]:

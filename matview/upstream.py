@@ -1,0 +1,152 @@
+"""Views over materialized views: an upstream view read as a source of a downstream one.
+
+A downstream view reads an upstream materialized view as it reads a base table
+(RELATIONAL.md §1.6), with two differences:
+
+* Its integral is the upstream's stored Z-set ``__dbsp_view_<up>``, whose rows carry a
+  weight (their multiplicity); its Δ is the upstream's ΔV of the same fold, written to
+  ``temp.__dbsp_dv_<up>`` before the downstream's delta terms run (see `fold`). A delta
+  term multiplies the weights of every upstream occurrence, new, old or Δ alike.
+* Both are read through a projection that gives each column what the upstream's virtual
+  table declares, because the oracle of a view over a view is a SELECT over that virtual
+  table: its affinity (a stored expression column is untyped, see
+  `OutputColumn.storage_type`, so a CAST column is read as the same CAST again, which is
+  idempotent on CAST results) and its collation (a subquery's column collation is implicit
+  to the outer query, as a table column's is). An aggregate result stored as an error
+  marker (an integer overflow) raises SQLite's own error when a downstream term reads it,
+  as reading the upstream view does.
+
+The fold applies an upstream's ΔV before its downstream views compute theirs, so there its
+storage is the *new* state (old = stored ⊎ −ΔV); a reader computes without writing, so
+there the storage is *old* (new = stored ⊎ ΔV).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NoReturn
+
+import apsw
+
+from matview import catalog, names
+from matview.catalog import ViewEntry
+from matview.errors import Error
+from matview.keys import row_of
+from matview.names import fold, quote
+from matview.operators.accumulators import RESULT_ERRORS
+from matview.plan import OutputColumn, Upstream
+from matview.schema import Column, TableInfo, affinity
+from matview.zset import ZSet
+
+#: the SQL function a projection calls where a stored value cannot be shown as declared
+UNREADABLE_FUNCTION = "__dbsp_unreadable"
+
+
+def unreadable(view: str, column: str, value: object) -> NoReturn:
+    """SQL function: refuse a stored value a downstream view cannot read as the upstream's
+    readers would (an aggregate's error marker, a BLOB where the column has TEXT affinity)."""
+    reason = RESULT_ERRORS.get(value, "") if isinstance(value, bytes) else ""
+    raise Error(
+        f"materialized view {view}, column {column}: "
+        + (reason or "a BLOB value where matview can only restore TEXT affinity by a CAST; REFRESH cannot help")
+    )
+
+
+def upstream_info(conn: apsw.Connection, name: str) -> TableInfo | None:
+    """The columns a materialized view `name` shows its readers, as a source's TableInfo;
+    None when `name` is no materialized view of this file."""
+    entry = find_entry(conn, name)
+    if entry is None:
+        return None
+    columns = tuple(Column(c.name, c.decltype, c.collation) for c in entry.plan.columns)
+    return TableInfo(entry.name, columns, False, None, (), materialized=True)
+
+
+def describe_upstream(conn: apsw.Connection, name: str) -> Upstream:
+    entry = find_entry(conn, name)
+    assert entry is not None
+    return Upstream(entry.name, entry.plan.kind == "aggregate", entry.plan.columns)
+
+
+def find_entry(conn: apsw.Connection, name: str) -> ViewEntry | None:
+    if not catalog.has_catalog(conn):
+        return None
+    return next((e for e in catalog.load_views(conn).values() if fold(e.name) == fold(name)), None)
+
+
+def delta_table(view: str) -> str:
+    """The temp table that holds an upstream view's ΔV while its downstream views fold."""
+    return f"{names.PREFIX}dv_{view}"
+
+
+def _read_as_declared(view: str, column: OutputColumn, aggregate: bool) -> str:
+    """A stored column as the upstream's virtual table shows it (see the module docstring)."""
+    expression = quote(column.name)
+    kind = affinity(column.decltype)
+    refused = []
+    if aggregate and not column.is_column:
+        markers = ", ".join(f"X'{marker.hex()}'" for marker in RESULT_ERRORS)
+        refused.append(f"{expression} IN ({markers})")
+    if not column.is_column and kind == "TEXT":
+        refused.append(f"typeof({expression}) = 'blob'")
+    if refused:
+        arguments = f"{_literal(view)}, {_literal(column.name)}, {expression}"
+        expression = f"CASE WHEN {' OR '.join(refused)} THEN {UNREADABLE_FUNCTION}({arguments}) ELSE {expression} END"
+    if not column.is_column and kind != "BLOB":
+        expression = f"CAST({expression} AS {kind})"
+    if column.collation.upper() != "BINARY":
+        expression = f"{expression} COLLATE {quote(column.collation)}"
+    return f"{expression} AS {quote(column.name)}"
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+class UpstreamSource:
+    """The SQL that reads one upstream view as a delta term's source: its stored Z-set, its
+    ΔV, and the state (old or new) the term asks for."""
+
+    def __init__(self, upstream: Upstream) -> None:
+        view = self.view = upstream.name
+        names_ = ", ".join(quote(c.name) for c in upstream.columns)
+        weight = quote(names.WEIGHT)
+        self._shown = ", ".join(_read_as_declared(view, c, upstream.aggregate) for c in upstream.columns)
+        self._stored = f"SELECT {names_}, {weight} FROM main.{quote(names.view_table(view))}"
+        self._delta = f"SELECT {names_}, {weight} FROM temp.{quote(delta_table(view))}"
+        self._negated_delta = f"SELECT {names_}, -{weight} FROM temp.{quote(delta_table(view))}"
+        self.columns = names_
+
+    def _project(self, inner: str) -> str:
+        return f"(SELECT {self._shown}, {quote(names.WEIGHT)} FROM ({inner}))"
+
+    def delta(self) -> str:
+        return self._project(self._delta)
+
+    def state(self, new: bool, applied: bool) -> str:
+        """The upstream's old or new state; `applied`: its storage already holds ΔV (the fold)."""
+        if new == applied:
+            return self._project(self._stored)
+        extra = self._delta if new else self._negated_delta
+        return self._project(f"{self._stored} UNION ALL {extra}")
+
+    def empty(self) -> str:
+        return self._project(f"{self._stored} LIMIT 0")
+
+
+def ensure_delta_table(conn: apsw.Connection, view: str, columns: Sequence[OutputColumn]) -> None:
+    """Create the temp table of an upstream's ΔV (temp DDL: never from inside a read), its
+    columns typed as the view table's are (a plain column keeps its affinity)."""
+    cols = ", ".join(f"{quote(c.name)} {c.storage_type}".rstrip() for c in columns)
+    conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {quote(delta_table(view))} ({cols}, {quote(names.WEIGHT)})")
+
+
+def write_delta(conn: apsw.Connection, view: str, width: int, delta: ZSet[bytes]) -> None:
+    """Put an upstream's ΔV where its downstream views' delta terms read it."""
+    table = f"temp.{quote(delta_table(view))}"
+    conn.execute(f"DELETE FROM {table}")
+    if delta:
+        marks = ", ".join("?" for _ in range(width + 1))
+        conn.executemany(
+            f"INSERT INTO {table} VALUES ({marks})", ((*row_of(key), weight) for key, weight in delta.items())
+        )

@@ -1,0 +1,281 @@
+"""Materialized views over materialized views: a downstream view's input is its upstream's ΔV.
+
+Differential: every view equals its SELECT re-run (a downstream SELECT reads the upstream
+through its virtual table, as users do) after every step — transactions over several tables,
+rollback and savepoints with reads inside, reopen, writes from stock `sqlite3` — with
+upstream and downstream in every pair of maintenance modes. Then the named contracts: reads
+in an open transaction see both, DROP of an upstream is refused naming its dependents,
+REFRESH carries over, types and collations are those the upstream's readers see."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).parent))
+from oracle import assert_view_matches
+from stock import stock_sqlite3
+from test_joins import Runner, Table, random_program
+
+import matview
+
+
+def _upstreams(r: random.Random, tables: list[Table]) -> dict[str, str]:
+    a, b = tables[0].name, tables[1].name
+    shapes = {
+        "agg": (
+            f"SELECT {a}.v AS g, count(*) AS n, sum({b}.v) AS s, max({b}.r) AS m "
+            f"FROM {a} JOIN {b} ON {a}.k = {b}.k GROUP BY {a}.v"
+        ),
+        "rows": f"SELECT {a}.id, {a}.k, {b}.v, {a}.r FROM {a} JOIN {b} ON {a}.k = {b}.k",
+        "single": f"SELECT k, v, r FROM {a} WHERE v IS NOT 0",
+        "distinct": f"SELECT DISTINCT v, r FROM {b}",
+    }
+    return {name: shapes[name] for name in r.sample(sorted(shapes), r.randint(1, 3))}
+
+
+def _downstreams(r: random.Random, upstream: str, kind: str, tables: list[Table]) -> dict[str, str]:
+    """Views over `upstream` (of shape `kind`), in SQL naming it as `{up}`. (No GROUP BY or
+    DISTINCT over `k`, which may be NOCASE or untyped: which of 'a'/'A' a group shows is
+    SQLite's scan order, unspecified — README "Semantics".)"""
+    c = tables[-1].name
+    shapes = {
+        "agg": [
+            "SELECT g, s FROM {up} WHERE n > 1",
+            "SELECT count(*), sum(n), total(s), max(m) FROM {up}",
+            f"SELECT u.g, u.n, {c}.id FROM {{up}} u JOIN {c} ON {c}.v = u.g",
+            "SELECT n % 2 AS odd, count(*), sum(s) FROM {up} GROUP BY n % 2",
+        ],
+        "rows": [
+            "SELECT v, count(*), sum(id), count(k) FROM {up} GROUP BY v",
+            f"SELECT u.id, {c}.id FROM {{up}} u JOIN {c} ON {c}.k = u.k",
+            "SELECT DISTINCT v FROM {up}",
+            "SELECT x.id, y.id FROM {up} x JOIN {up} y ON x.v = y.v AND x.id < y.id",
+        ],
+        "single": [
+            "SELECT v, count(*) FROM {up} GROUP BY v",
+            "SELECT k, r FROM {up} WHERE r > 0",
+            f"SELECT u.v, {c}.r FROM {{up}} u, {c} WHERE u.k = {c}.k",
+        ],
+        "distinct": [
+            "SELECT v, count(*) FROM {up} GROUP BY v",
+            f"SELECT u.r, {c}.id FROM {{up}} u JOIN {c} USING (v)",
+        ],
+    }
+    chosen = r.sample(shapes[kind], r.randint(1, 2))
+    return {f"{upstream}_d{i}": sql for i, sql in enumerate(chosen)}
+
+
+class StackRunner(Runner):
+    """`Runner` of the joins tests, with a layer of views over its views: each downstream
+    view in both modes over each upstream mode (4 pairs)."""
+
+    def __init__(self, path: Path, seed: int) -> None:
+        r = random.Random(seed)
+        program = random_program(r, _upstreams)
+        super().__init__(path, program)
+        for name in program.views:
+            kind = name
+            for down, template in _downstreams(r, name, kind, program.tables).items():
+                for up_mode in ("imm", "def"):
+                    for mode in ("immediate", "deferred"):
+                        view = f"{down}_{up_mode}_{mode[:3]}"
+                        sql = template.format(up=f"{name}_{up_mode}")
+                        self.conn.execute(f"CREATE MATERIALIZED VIEW {view} WITH (maintenance = '{mode}') AS {sql}")
+                        self.live[view] = sql
+        self.check()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_random_views_over_views(tmp_path_factory, seed):
+    StackRunner(tmp_path_factory.mktemp("stack") / "db.sqlite", seed).run()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_seeded_views_over_views(tmp_path, seed):
+    StackRunner(tmp_path / "db.sqlite", 5000 + seed).run()
+
+
+# --------------------------------------------------------------------------------------
+# the benchmark's shape: J4 over J2
+
+
+def _shop(tmp_path: Path, mode: str = "immediate") -> matview.Connection:
+    conn = matview.connect(str(tmp_path / "shop.db"))
+    conn.execute("CREATE TABLE customers(id INTEGER PRIMARY KEY, region TEXT, segment TEXT)")
+    conn.execute("CREATE TABLE orders(id INTEGER PRIMARY KEY, customer_id INT, amount INT, status TEXT)")
+    conn.execute("INSERT INTO customers VALUES (1, 'eu', 'a'), (2, 'us', 'b'), (3, 'eu', 'b')")
+    conn.execute("INSERT INTO orders VALUES (1, 1, 10, 'open'), (2, 2, 20, 'open'), (3, 3, 5, 'done')")
+    conn.execute(
+        f"CREATE MATERIALIZED VIEW j2 WITH (maintenance = '{mode}') AS SELECT c.region, COUNT(*) AS n, "
+        "SUM(o.amount) AS total FROM orders o JOIN customers c ON o.customer_id = c.id GROUP BY c.region"
+    )
+    conn.execute(
+        f"CREATE MATERIALIZED VIEW j4 WITH (maintenance = '{mode}') AS SELECT region, total FROM j2 WHERE n > 1"
+    )
+    return conn
+
+
+J4 = "SELECT region, total FROM j2 WHERE n > 1"
+
+
+@pytest.mark.parametrize("mode", ["immediate", "deferred"])
+def test_reads_inside_a_transaction_see_upstream_and_downstream(tmp_path, mode):
+    conn = _shop(tmp_path, mode)
+    assert conn.execute("SELECT * FROM j4").fetchall() == [("eu", 15)]
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO orders VALUES (4, 2, 1, 'open')")
+    assert sorted(conn.execute("SELECT * FROM j4").fetchall()) == [("eu", 15), ("us", 21)]
+    assert sorted(conn.execute("SELECT region, n FROM j2").fetchall()) == [("eu", 2), ("us", 2)]
+    conn.execute("SAVEPOINT s")
+    conn.execute("DELETE FROM orders WHERE customer_id = 1")
+    assert_view_matches(conn, "j4", J4)
+    conn.execute("ROLLBACK TO s")
+    assert_view_matches(conn, "j4", J4)
+    conn.execute("COMMIT")
+    assert sorted(conn.execute("SELECT * FROM j4").fetchall()) == [("eu", 15), ("us", 21)]
+
+
+def test_upstream_and_downstream_fold_in_one_transaction(tmp_path):
+    conn = _shop(tmp_path, "immediate")
+    conn.execute("INSERT INTO orders VALUES (4, 2, 1, 'open')")
+    stored = conn.execute('SELECT region, total FROM "__dbsp_view_j4" ORDER BY region').fetchall()
+    assert stored == [("eu", 15), ("us", 21)]  # folded, not merged at read
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO orders VALUES (5, 3, 100, 'open')")
+    conn.execute("ROLLBACK")
+    assert_view_matches(conn, "j4", J4)
+
+
+def test_a_deferred_view_over_an_immediate_one_is_folded_with_it(tmp_path):
+    conn = _shop(tmp_path, "immediate")
+    conn.execute(f"CREATE MATERIALIZED VIEW lazy WITH (maintenance = 'deferred') AS {J4}")
+    for i in range(5):
+        conn.execute(f"INSERT INTO orders VALUES ({10 + i}, {1 + i % 3}, {i}, 'open')")
+        assert_view_matches(conn, "lazy", J4)
+    conn.close()
+    conn = matview.connect(str(tmp_path / "shop.db"))
+    assert_view_matches(conn, "lazy", J4)
+    assert_view_matches(conn, "j4", J4)
+
+
+def test_stock_writes_are_folded_through_the_stack(tmp_path):
+    conn = _shop(tmp_path, "deferred")
+    conn.close()
+    stock_sqlite3(
+        tmp_path / "shop.db", ["INSERT INTO orders VALUES (4, 2, 9, 'open')", "DELETE FROM orders WHERE id = 1"]
+    )
+    conn = matview.connect(str(tmp_path / "shop.db"))
+    assert_view_matches(conn, "j4", J4)
+    conn.flush()
+    assert_view_matches(conn, "j4", J4)
+    assert conn.execute("SELECT * FROM j4").fetchall() == [("us", 29)]
+
+
+def test_drop_of_an_upstream_view_is_refused_naming_its_dependents(tmp_path):
+    conn = _shop(tmp_path)
+    conn.execute("CREATE MATERIALIZED VIEW j6 AS SELECT count(*) FROM j4")
+    with pytest.raises(matview.Error, match=r"read by materialized view\(s\) j4"):
+        conn.execute("DROP MATERIALIZED VIEW j2")
+    with pytest.raises(matview.Error, match="j6"):
+        conn.execute("DROP MATERIALIZED VIEW j4")
+    conn.execute("INSERT INTO orders VALUES (4, 1, 1, 'open')")  # nothing lost, still maintained
+    assert_view_matches(conn, "j6", "SELECT count(*) FROM j4")
+    conn.execute("DROP MATERIALIZED VIEW j6")
+    conn.execute("DROP MATERIALIZED VIEW j4")
+    conn.execute("DROP MATERIALIZED VIEW j2")
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name LIKE '__dbsp_trg%'").fetchone() == (0,)
+
+
+def test_refresh_of_an_upstream_view_carries_to_its_dependents(tmp_path):
+    conn = _shop(tmp_path)
+    conn.execute("REFRESH MATERIALIZED VIEW j2")
+    conn.execute("INSERT INTO orders VALUES (4, 2, 1, 'open')")
+    assert_view_matches(conn, "j4", J4)
+    conn.execute("REFRESH MATERIALIZED VIEW j4")
+    conn.execute("DELETE FROM orders WHERE id = 4")
+    assert_view_matches(conn, "j4", J4)
+
+
+def test_a_downstream_view_reads_the_types_and_collations_the_upstream_shows(tmp_path):
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, x, name TEXT COLLATE NOCASE, y TEXT)")
+    conn.execute("INSERT INTO t(x, name, y) VALUES ('5', 'Ann', 'a'), (5, 'bob', 'B'), (2.0, 'ANN', 'b')")
+    conn.execute(
+        "CREATE MATERIALIZED VIEW up AS SELECT id, CAST(x AS INTEGER) AS i, CAST(x AS NUMERIC) AS n, "
+        "CAST(x AS TEXT) AS s, name, y COLLATE NOCASE AS yc, x + 0 AS raw FROM t"
+    )
+    downs = {
+        "d_int": "SELECT id FROM up WHERE i = '5'",
+        "d_num": "SELECT id, typeof(n) FROM up WHERE n = '2'",
+        "d_text": "SELECT id FROM up WHERE s = 5",
+        "d_nocase": "SELECT a.id, b.id FROM up a JOIN up b ON a.name = b.name AND a.id < b.id",
+        "d_collated": "SELECT id FROM up WHERE yc = 'b'",
+        "d_raw": "SELECT id FROM up WHERE raw = '5'",
+        "d_group": "SELECT name, count(*) FROM up GROUP BY name",
+    }
+    for name, sql in downs.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+    conn.execute("INSERT INTO t(x, name, y) VALUES ('2', 'bOB', 'b'), (X'35', 'x', 'b')")
+    conn.execute("UPDATE t SET x = '05' WHERE id = 1")
+    for name, sql in downs.items():
+        assert_view_matches(conn, name, sql)
+
+
+def test_an_overflowing_upstream_sum_stalls_its_dependents_instead_of_lying(tmp_path):
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g, v INTEGER)")
+    conn.execute("INSERT INTO t(g, v) VALUES (1, 1)")
+    conn.execute("CREATE MATERIALIZED VIEW up AS SELECT g, sum(v) AS s FROM t GROUP BY g")
+    conn.execute("CREATE MATERIALIZED VIEW down AS SELECT g, s FROM up WHERE s <> 0")
+    conn.execute(f"INSERT INTO t(g, v) VALUES (1, {2**63 - 1})")  # the base write is never blocked
+    with pytest.raises(matview.Error, match="overflow"):
+        conn.execute("SELECT * FROM up").fetchall()
+    with pytest.raises(matview.Error):
+        conn.execute("SELECT * FROM down").fetchall()
+    conn.execute("DELETE FROM t WHERE v > 1")
+    assert conn.execute("SELECT * FROM up").fetchall() == [(1, 1)]
+
+
+def test_views_over_views_three_deep_and_diamond(tmp_path):
+    conn = _shop(tmp_path)
+    conn.execute("CREATE MATERIALIZED VIEW j6 AS SELECT count(*) AS regions, sum(total) AS total FROM j4")
+    conn.execute(
+        "CREATE MATERIALIZED VIEW diamond AS SELECT a.region, a.n, b.total FROM j2 a JOIN j4 b ON a.region = b.region"
+    )
+    checks = {
+        "j6": "SELECT count(*) AS regions, sum(total) AS total FROM j4",
+        "diamond": "SELECT a.region, a.n, b.total FROM j2 a JOIN j4 b ON a.region = b.region",
+        "j4": J4,
+    }
+    writes = [
+        ["INSERT INTO orders VALUES (4, 2, 1, 'open')"],
+        ["INSERT INTO customers VALUES (4, 'asia', 'c')", "INSERT INTO orders VALUES (5, 4, 2, 'x'), (6, 4, 3, 'y')"],
+        ["UPDATE customers SET region = 'us' WHERE id = 3"],
+        ["DELETE FROM orders"],
+        ["INSERT INTO orders VALUES (7, 1, 1, 'a'), (8, 1, 2, 'b')"],
+    ]
+    for step in writes:
+        with conn:
+            for sql in step:
+                conn.execute(sql)
+        for name, sql in checks.items():
+            assert_view_matches(conn, name, sql)
+
+
+def test_views_over_views_refused_where_not_maintained_yet(tmp_path):
+    conn = _shop(tmp_path)
+    for sql, words in [
+        ("SELECT c.id, j.total FROM customers c LEFT JOIN j2 j ON j.region = c.region", "outer join"),
+        ("SELECT region FROM customers WHERE region IN (SELECT region FROM j2)", "j2"),
+        ("SELECT region FROM j2 WHERE EXISTS (SELECT 1 FROM orders WHERE amount = j2.total)", "j2"),
+    ]:
+        with pytest.raises(matview.UnsupportedQuery, match=words):
+            conn.execute(f"CREATE MATERIALIZED VIEW x AS {sql}")
+    assert conn.execute("SELECT count(*) FROM j4").fetchone() == (1,)
