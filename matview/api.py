@@ -21,6 +21,7 @@ from matview import catalog, lifecycle, readable, upstream
 from matview.errors import Error
 from matview.fold import fold_pending_deltas, pending_count
 from matview.names import quote, view_table
+from matview.nodes import is_node
 from matview.operators import aggregate_sql
 from matview.plan import render
 from matview.registry import Registry, View
@@ -310,7 +311,7 @@ class Connection:
 
     def views(self) -> list[ViewInfo]:
         """The materialized views of this database."""
-        return [ViewInfo(self, v) for v in self.registry.sync().values()]
+        return [ViewInfo(self, v) for v in self.registry.sync().values() if not is_node(v.name)]
 
     def view(self, name: str) -> ViewInfo:
         found = self.registry.get(name)

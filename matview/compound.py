@@ -108,7 +108,7 @@ def combine(conn: apsw.Connection, arms: list[tuple[Plan, FromClause]], operatio
     for plan, _source in arms:
         for table, signature in plan.signatures:
             signatures.setdefault(table, signature)
-    columns = tuple(replace(c, is_column=False) for c in first.columns)
+    columns = tuple(replace(c, is_column=False, is_cast=False) for c in first.columns)
     if distinct:
         # equal values must be identical in every arm and across arms: typed, BINARY (SQLite
         # compares with the first arm's collation that has one), one affinity (1 vs 1.0)

@@ -77,6 +77,7 @@ class FromItem:
     schema: str = ""  # "main" when written `main.t`: a table or view, never a CTE
     name_span: tuple[int, int] = (0, 0)  # where `[main.]name` is written (a table reference)
     aliased: bool = False  # an alias is written after the name
+    reference_span: tuple[int, int] = (0, 0)  # the name or parenthesized subquery, with its alias
 
 
 def in_from_item(from_tokens: tuple[Token, ...], paren: Token) -> bool:
@@ -155,6 +156,7 @@ def read_from_items(sql: str, tokens: list[Token], check: bool) -> list[FromItem
         on: Span | None = None
         using: list[str] | None = None
         start = index
+        reference_span = (tokens[first].start, tokens[index - 1].end)
         while index < len(tokens) and not (
             depths[index] == 0 and tokens[index].kind in (TokenType.COMMA, *JOIN_WORDS, *OUTER_WORDS)
         ):
@@ -168,7 +170,9 @@ def read_from_items(sql: str, tokens: list[Token], check: bool) -> list[FromItem
         named = bool(alias)
         if not alias:
             alias = f"subquery{len(references) + 1}"  # nothing can refer to it by name
-        references.append(FromItem(name, body, alias, joined_by, on, using, text, named, schema, name_span, aliased))
+        references.append(
+            FromItem(name, body, alias, joined_by, on, using, text, named, schema, name_span, aliased, reference_span)
+        )
         joined_by = []
         while (
             index < len(tokens)

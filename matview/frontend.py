@@ -153,10 +153,20 @@ class _Builder:
 
     def bare_column(self, item: _Item) -> Column | None:
         """The base column whose values an output column holds unchanged: a plain column
-        reference, or one with a COLLATE (which changes comparisons, not values)."""
-        ref = item.column
-        if ref is None and len(item.tokens) > 2 and item.tokens[-2].kind == TokenType.COLLATE:
-            ref = self.column_of(item.tokens[:-2])
+        reference, in parentheses or with a COLLATE (which changes comparisons, not values)."""
+        if item.column is not None:
+            return item.column.column
+        tokens = item.tokens
+        while True:
+            if len(tokens) > 2 and tokens[-2].kind == TokenType.COLLATE:
+                tokens = tokens[:-2]
+            elif (
+                len(tokens) > 2 and tokens[0].kind == TokenType.L_PAREN and matching_paren(tokens, 0) == len(tokens) - 1
+            ):
+                tokens = tokens[1:-1]
+            else:
+                break
+        ref = self.column_of(tokens)
         return ref.column if ref is not None else None
 
     def resolve(self, name: str) -> ColumnRef | None:
@@ -398,6 +408,16 @@ def _named_stage1(expressions: list[str], source: FromClause, where_sql: str) ->
     return _stage1(columns, source, where_sql, ' AS "__w"')
 
 
+def _is_cast(tokens: tuple[Token, ...]) -> bool:
+    """Whether an expression is one CAST(… AS type), as written."""
+    return (
+        len(tokens) > 3
+        and tokens[0].text.upper() == "CAST"
+        and tokens[1].kind == TokenType.L_PAREN
+        and matching_paren(tokens, 1) == len(tokens) - 1
+    )
+
+
 def build_plan(
     conn: apsw.Connection,
     sql: str,
@@ -424,6 +444,7 @@ def build_plan(
             column.decltype if column is not None else decltype,
             builder.collation_of(item.tokens),
             column is not None,
+            column is None and _is_cast(item.tokens),
         )
         for name, decltype, item, column in zip(names, decltypes, items, bare)
     )

@@ -168,7 +168,11 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
             for occurrence in sorted(scanned):
                 wanted = probes.get(occurrence)
                 if wanted and plan.auto_indexes:
-                    name = create_index(conn, source.occurrences[occurrence].table.name, wanted)
+                    probed = source.occurrences[occurrence].table
+                    table = (
+                        names.view_table(probed.name) if probed.materialized else probed.name
+                    )  # (an upstream's rows)
+                    name = create_index(conn, table, wanted)
                     if name not in created:
                         created.append(name)
             still = scanned_occurrences(conn, term, params, aliases) - delta_at if scanned else set()

@@ -17,10 +17,11 @@ from matview.circuit import Circuit
 from matview.db import ENVIRONMENT_ERRORS, describe, savepoint, scalar
 from matview.errors import Error
 from matview.fold import fold_pending_deltas
-from matview.frontend import compile_select
+from matview.frontend import Compiled, compile_select
 from matview.indexes import drop_unused as drop_unused_indexes
 from matview.indexes import with_indexes
 from matview.names import fold, quote
+from matview.nodes import extract_nodes
 from matview.plan import OutputColumn
 from matview.registry import Registry, View
 from matview.schema import affinity, read_table
@@ -61,8 +62,11 @@ def create_view(
     maintenance: str = "immediate",
     if_not_exists: bool = False,
     auto_indexes: bool = True,
+    internal: bool = False,
 ) -> None:
-    _check_name(name)
+    """CREATE MATERIALIZED VIEW; `internal`: a node of another view (see `matview.nodes`)."""
+    if not internal:
+        _check_name(name)
     if maintenance not in MAINTENANCE_MODES:
         raise Error(f"maintenance must be one of {', '.join(MAINTENANCE_MODES)}, not {maintenance!r}")
     if registry.get(name) is not None:
@@ -76,8 +80,8 @@ def create_view(
     # per-group table in the evaluator (keyed by name): a new view starts from nothing.
     registry.evaluator.forget(name)
     with savepoint(conn):
-        compiled = compile_select(conn, sql, auto_indexes)
         catalog.ensure_catalog(conn)
+        compiled = _compile_with_nodes(conn, registry, name, sql, maintenance, auto_indexes)
         for table in compiled.plan.base_tables:
             install_capture(conn, read_table(conn, table))
         # the views it reads, folded: their storage is what the snapshot below reads
@@ -103,6 +107,24 @@ def create_view(
         readable.drop_shadow(conn, name)
         readable.create_shadow(conn, name)
     registry.invalidate()
+
+
+def _compile_with_nodes(
+    conn: apsw.Connection,
+    registry: Registry,
+    name: str,
+    sql: str,
+    maintenance: str,
+    auto_indexes: bool,
+    create_nodes: bool = True,
+) -> Compiled:
+    """Compile a view's SELECT, which reads its internal nodes (`matview.nodes`): created first,
+    or (`create_nodes` false, a rebuild) already there."""
+    planned, nodes = extract_nodes(conn, sql, name)
+    for node in nodes if create_nodes else []:
+        create_view(conn, registry, node.name, node.sql, maintenance, auto_indexes=auto_indexes, internal=True)
+    compiled = compile_select(conn, planned, auto_indexes)
+    return replace(compiled, plan=replace(compiled.plan, internal_nodes=tuple(n.name for n in nodes)))
 
 
 def _fold_upstreams(conn: apsw.Connection, registry: Registry, upstreams: list[View]) -> None:
@@ -164,6 +186,8 @@ def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: b
         for table in view.entry.base_tables:
             if not registry.views_on(table):
                 remove_capture(conn, table)
+        for node in view.entry.plan.internal_nodes:
+            drop_view(conn, registry, node, if_exists=True)
     registry.invalidate()
 
 
@@ -186,6 +210,9 @@ def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
                     others.setdefault(fold(other.name), other)
                 remove_capture(conn, table)
                 install_capture(conn, info)
+        # its internal nodes first (they are its own state)
+        for node in _own_nodes(registry, view):
+            _rebuild(conn, registry, node)
         _rebuild(conn, registry, view)
         others.pop(fold(view.name), None)
         # views over the rebuilt ones read storage that changed without a ΔV: rebuilt after them
@@ -204,13 +231,30 @@ def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
     registry.invalidate()
 
 
+def _own_nodes(registry: Registry, view: View) -> list[View]:
+    """The internal nodes of a view, theirs too, upstream first."""
+    found: list[View] = []
+    for name in view.entry.plan.internal_nodes:
+        node = registry.get(name)
+        if node is not None:
+            found += [*_own_nodes(registry, node), node]
+    return found
+
+
 def _shown(columns: tuple[OutputColumn, ...]) -> list[tuple[str, str, str]]:
     """What readers of a view's columns see: names, affinities, collations."""
     return [(c.name, affinity(c.decltype), c.collation) for c in columns]
 
 
 def _rebuild(conn: apsw.Connection, registry: Registry, view: View) -> None:
-    plan = with_indexes(conn, compile_select(conn, view.entry.sql, view.entry.plan.auto_indexes))
+    # its internal nodes exist: their names are what the view's SELECT reads
+    entry = view.entry
+    plan = with_indexes(
+        conn,
+        _compile_with_nodes(conn, registry, view.name, entry.sql, entry.maintenance, entry.plan.auto_indexes, False),
+    )
+    # indexes it made before exist (no term scans now): still its own, dropped with it
+    plan = replace(plan, indexes=tuple(dict.fromkeys((*view.entry.plan.indexes, *plan.indexes))))
     if _shown(plan.columns) == _shown(view.entry.plan.columns):
         # the view table stays: its columns keep the types they were created with
         plan = replace(plan, columns=view.entry.plan.columns)

@@ -62,6 +62,7 @@ class OutputColumn:
     decltype: str  # as SQLite reports it for the SELECT (a CAST has one too)
     collation: str
     is_column: bool = False  # a plain base column, whose values already passed its affinity
+    is_cast: bool = False  # a CAST(… AS type): casting its values again changes nothing
 
     @property
     def storage_type(self) -> str:
@@ -146,6 +147,7 @@ class Plan:
     set_operation: str = ""  # "INTERSECT" or "EXCEPT" (counted per arm; UNION is `distinct`)
     plain_views: tuple[tuple[str, str], ...] = ()  # plain views the SELECT reads (inlined): name, CREATE VIEW text
     upstreams: tuple[Upstream, ...] = ()  # sources that are materialized views (see `matview.upstream`)
+    internal_nodes: tuple[str, ...] = ()  # hidden views made for its derived tables (see `matview.nodes`)
 
     @property
     def group_count(self) -> int:
@@ -211,6 +213,7 @@ class Plan:
             (table, tuple(tuple(c) for c in signature)) for table, signature in data["signatures"]
         )
         data["plain_views"] = tuple(tuple(v) for v in data.get("plain_views", ()))
+        data["internal_nodes"] = tuple(data.get("internal_nodes", ()))
         data["upstreams"] = tuple(
             Upstream(u["name"], u["aggregate"], tuple(OutputColumn(**c) for c in u["columns"]))
             for u in data.get("upstreams", ())

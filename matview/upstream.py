@@ -11,7 +11,9 @@ A downstream view reads an upstream materialized view as it reads a base table
   table declares, because the oracle of a view over a view is a SELECT over that virtual
   table: its affinity (a stored expression column is untyped, see
   `OutputColumn.storage_type`, so a CAST column is read as the same CAST again, which is
-  idempotent on CAST results) and its collation (a subquery's column collation is implicit
+  idempotent on CAST results; any other typed expression column — a set operation's column,
+  typed by its first arm — holds values no SQL can give that affinity unchanged, and a view
+  over it is refused) and its collation (a subquery's column collation is implicit
   to the outer query, as a table column's is). An aggregate result stored as an error
   marker (an integer overflow) raises SQLite's own error when a downstream term reads it,
   as reading the upstream view does.
@@ -30,7 +32,7 @@ import apsw
 
 from matview import catalog, names
 from matview.catalog import ViewEntry
-from matview.errors import Error
+from matview.errors import Error, UnsupportedQuery
 from matview.keys import row_of
 from matview.names import fold, quote
 from matview.operators.accumulators import RESULT_ERRORS
@@ -43,13 +45,10 @@ UNREADABLE_FUNCTION = "__dbsp_unreadable"
 
 
 def unreadable(view: str, column: str, value: object) -> NoReturn:
-    """SQL function: refuse a stored value a downstream view cannot read as the upstream's
-    readers would (an aggregate's error marker, a BLOB where the column has TEXT affinity)."""
+    """SQL function: a stored aggregate result that is an error (see `RESULT_ERRORS`) raises
+    it where a downstream view reads it, as reading the upstream does."""
     reason = RESULT_ERRORS.get(value, "") if isinstance(value, bytes) else ""
-    raise Error(
-        f"materialized view {view}, column {column}: "
-        + (reason or "a BLOB value where matview can only restore TEXT affinity by a CAST; REFRESH cannot help")
-    )
+    raise Error(f"materialized view {view}, column {column}: {reason or 'unreadable value'}")
 
 
 def upstream_info(conn: apsw.Connection, name: str) -> TableInfo | None:
@@ -65,7 +64,9 @@ def upstream_info(conn: apsw.Connection, name: str) -> TableInfo | None:
 def describe_upstream(conn: apsw.Connection, name: str) -> Upstream:
     entry = find_entry(conn, name)
     assert entry is not None
-    return Upstream(entry.name, entry.plan.kind == "aggregate", entry.plan.columns)
+    found = Upstream(entry.name, entry.plan.kind == "aggregate", entry.plan.columns)
+    refuse_unrestorable(found)
+    return found
 
 
 def find_entry(conn: apsw.Connection, name: str) -> ViewEntry | None:
@@ -82,21 +83,30 @@ def delta_table(view: str) -> str:
 def _read_as_declared(view: str, column: OutputColumn, aggregate: bool) -> str:
     """A stored column as the upstream's virtual table shows it (see the module docstring)."""
     expression = quote(column.name)
-    kind = affinity(column.decltype)
-    refused = []
     if aggregate and not column.is_column:
         markers = ", ".join(f"X'{marker.hex()}'" for marker in RESULT_ERRORS)
-        refused.append(f"{expression} IN ({markers})")
-    if not column.is_column and kind == "TEXT":
-        refused.append(f"typeof({expression}) = 'blob'")
-    if refused:
         arguments = f"{_literal(view)}, {_literal(column.name)}, {expression}"
-        expression = f"CASE WHEN {' OR '.join(refused)} THEN {UNREADABLE_FUNCTION}({arguments}) ELSE {expression} END"
-    if not column.is_column and kind != "BLOB":
+        expression = (
+            f"CASE WHEN {expression} IN ({markers}) THEN {UNREADABLE_FUNCTION}({arguments}) ELSE {expression} END"
+        )
+    kind = affinity(column.decltype)
+    if column.is_cast and kind != "BLOB":
         expression = f"CAST({expression} AS {kind})"
     if column.collation.upper() != "BINARY":
         expression = f"{expression} COLLATE {quote(column.collation)}"
     return f"{expression} AS {quote(column.name)}"
+
+
+def refuse_unrestorable(upstream: Upstream) -> None:
+    """A column whose readers see an affinity its stored values have not passed through (a
+    UNION's column typed by its first arm, say) could only be read back by converting values."""
+    for column in upstream.columns:
+        if not (column.is_column or column.is_cast or affinity(column.decltype) == "BLOB"):
+            raise UnsupportedQuery(
+                f"FROM {upstream.name}: its column {column.name} is declared {column.decltype} but holds "
+                "values SQLite did not convert to that type (a set operation's column, say); a view over it "
+                "is not supported yet"
+            )
 
 
 def _literal(text: str) -> str:

@@ -1,7 +1,8 @@
 # ruff: noqa: E501  (each query stays on one line, as the benchmark writes it)
 """Decision-support queries (TPC-H shapes adapted to SQLite, without ORDER BY/LIMIT) over a
 small generated schema: joins of up to five tables, FROM-subqueries and a CTE (Q7, Q8, Q9,
-Q15's aggregating CTE read with a filter), a LEFT OUTER JOIN with a filter in ON,
+Q15's aggregating CTE read with a filter, and joined to orders), Q13 whole (an aggregate of an
+aggregate over a LEFT JOIN), a LEFT OUTER JOIN with a filter in ON,
 REAL arithmetic inside SUM/AVG, CASE inside SUM, a WITHOUT ROWID line-item table; both
 maintenance modes, after inserts, key updates, deletes and REPLACE in multi-table transactions."""
 
@@ -75,7 +76,8 @@ def test_decision_support_queries(tmp_path):
         "q3": "SELECT l_orderkey, sum(l_extendedprice * (1 - l_discount)) AS revenue, o_orderdate, o_shippriority FROM customer, orders, lineitem WHERE c_mktsegment = 'BUILDING' AND c_custkey = o_custkey AND l_orderkey = o_orderkey AND o_orderdate < '1995-03-15' AND l_shipdate > '1995-03-15' GROUP BY l_orderkey, o_orderdate, o_shippriority",
         "q5": "SELECT n_name, sum(l_extendedprice * (1 - l_discount)) AS revenue FROM customer, orders, lineitem, nation WHERE c_custkey = o_custkey AND l_orderkey = o_orderkey AND c_nationkey = n_nationkey AND n_regionkey = 1 AND o_orderdate >= '1995-01-01' AND o_orderdate < date('1995-01-01', '+1 year') GROUP BY n_name",
         "q10": "SELECT c_custkey, c_name, sum(l_extendedprice * (1 - l_discount)) AS revenue, c_acctbal, n_name FROM customer, orders, lineitem, nation WHERE c_custkey = o_custkey AND l_orderkey = o_orderkey AND o_orderdate >= '1995-03-01' AND l_returnflag = 'R' AND c_nationkey = n_nationkey GROUP BY c_custkey, c_name, c_acctbal, n_name",
-        "q13": "SELECT c_custkey, count(o_orderkey) AS c_count FROM customer LEFT OUTER JOIN orders ON c_custkey = o_custkey AND o_comment NOT LIKE '%special%requests%' GROUP BY c_custkey",
+        "q13": "SELECT c_count, count(*) AS custdist FROM (SELECT c_custkey, count(o_orderkey) AS c_count FROM customer LEFT OUTER JOIN orders ON c_custkey = o_custkey AND o_comment NOT LIKE '%special%requests%' GROUP BY c_custkey) AS c_orders GROUP BY c_count",
+        "q15j": "WITH revenue AS (SELECT l_orderkey AS supplier_no, sum(l_extendedprice * (1 - l_discount)) AS total_revenue FROM lineitem WHERE l_shipdate >= '1995-03-01' GROUP BY l_orderkey) SELECT o_orderkey, o_orderstatus, total_revenue FROM orders, revenue WHERE o_orderkey = supplier_no",
         "q7": "SELECT supp_nation, cust_nation, l_year, sum(volume) AS revenue FROM (SELECT n1.n_name AS supp_nation, n2.n_name AS cust_nation, strftime('%Y', l_shipdate) AS l_year, l_extendedprice * (1 - l_discount) AS volume FROM orders, lineitem, customer, nation n1, nation n2 WHERE o_orderkey = l_orderkey AND c_custkey = o_custkey AND c_nationkey = n1.n_nationkey AND n2.n_nationkey = o_custkey % 5 AND ((n1.n_name = 'N1' AND n2.n_name = 'N2') OR (n1.n_name = 'N2' AND n2.n_name = 'N1'))) AS shipping GROUP BY supp_nation, cust_nation, l_year",
         "q8": "SELECT o_year, sum(CASE WHEN nation = 'N1' THEN volume ELSE 0 END) / sum(volume) AS mkt_share FROM (SELECT strftime('%Y', o_orderdate) AS o_year, l_extendedprice * (1 - l_discount) AS volume, n_name AS nation FROM lineitem, orders, customer, nation WHERE l_orderkey = o_orderkey AND o_custkey = c_custkey AND c_nationkey = n_nationkey AND c_mktsegment = 'AUTO') AS all_nations GROUP BY o_year",
         "q9": "SELECT nation, o_year, sum(amount) AS sum_profit FROM (SELECT n_name AS nation, substr(o_orderdate, 1, 4) AS o_year, l_extendedprice * (1 - l_discount) - l_quantity * 0.5 AS amount FROM lineitem, orders, customer, nation WHERE o_orderkey = l_orderkey AND c_custkey = o_custkey AND c_nationkey = n_nationkey AND o_comment LIKE '%ok%') AS profit GROUP BY nation, o_year",

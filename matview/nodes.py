@@ -1,0 +1,127 @@
+"""Internal nodes: an aggregating or DISTINCT derived table that is joined or aggregated again
+is maintained as a hidden materialized view of its own (RELATIONAL.md §1.2, `Materialize`).
+
+A FROM-subquery, a CTE or a plain view whose SELECT aggregates (or is DISTINCT) cannot be
+flattened into the query that reads it: its rows are the output of a non-linear operator, which
+needs state. This pass, run before the inline pass, finds such derived tables at the top level
+of a view's SELECT, gives each one a name (`__dbsp_node_<view>_<k>`, the same for the same
+text), and rewrites the reference to read that name, as a view over a view reads its upstream
+(`matview.upstream`). `lifecycle` creates the nodes first, as hidden materialized views; the
+view and its nodes fold together, and are dropped and refreshed together.
+
+Left alone (the inline pass merges or refuses them): an aggregating derived table read alone
+by an outer query that does not aggregate (merged into one aggregate), derived tables with
+LIMIT, a window or a set operation, and any query with an outer join or a set operation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import apsw
+from sqlglot.tokens import TokenType
+
+from matview.from_items import OUTER_WORDS, Cte, FromItem, read_from_items, read_with, view_parts
+from matview.names import PREFIX, fold, quote
+from matview.schema import view_sql
+from matview.sqltext import SET_OPERATIONS, Clauses, depth_walk, find_aggregate_calls, split_clauses, tokenize
+
+NODE_PREFIX = f"{PREFIX}node_"
+
+
+def is_node(name: str) -> bool:
+    """Whether a materialized view is an internal node of another view."""
+    return fold(name).startswith(NODE_PREFIX)
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    sql: str  # its SELECT: the derived table's body (with the CTEs it may read)
+
+
+def extract_nodes(conn: apsw.Connection, sql: str, owner: str) -> tuple[str, list[Node]]:
+    """`sql` with each derived table that needs state of its own read from a node; the nodes."""
+    tokens = tokenize(sql)
+    prefix, body = "", sql
+    ctes: dict[str, Cte] = {}
+    if tokens and tokens[0].kind == TokenType.WITH:
+        ctes, body = read_with(sql, tokens, {})
+        prefix = sql[: len(sql) - len(body)]
+        tokens = tokenize(body)
+    if not tokens or tokens[0].kind != TokenType.SELECT:
+        return sql, []
+    if any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(tokens, depth_walk(tokens))):
+        return sql, []
+    clauses = split_clauses(body, tokens)
+    if not clauses.from_:
+        return sql, []
+    items = read_from_items(body, list(clauses.from_.tokens), check=False)
+    if len(items) == 1 and _reads_alone(clauses):
+        return sql, []  # `SELECT * FROM d`: a node would be the view itself
+    if any(t.kind in OUTER_WORDS for item in items for t in item.joined_by):
+        return sql, []
+    outer_aggregates = bool(clauses.group or clauses.having or find_aggregate_calls(body, clauses.select.tokens))
+    nodes: dict[str, Node] = {}
+    rewritten = body
+    for item in sorted(items, key=lambda i: -i.reference_span[0]):  # from the end: offsets stay valid
+        found = _derived_select(conn, item, prefix, ctes)
+        if found is None:
+            continue
+        inner, node_sql = found
+        distinct, aggregates = _shape(inner)
+        if not (distinct or (aggregates and (len(items) > 1 or outer_aggregates))):
+            continue
+        if distinct and item.body is None:
+            # a DISTINCT CTE or view is its own body (`SELECT * FROM` it would be refused as a
+            # DISTINCT derived table): without a column list to rename its columns, and as a
+            # CTE only (a view's body would not follow the view's redefinition)
+            cte = ctes.get(fold(item.name or "")) if not item.schema else None
+            if cte is None or cte.columns is not None:
+                continue
+            node_sql = prefix + cte.body
+        node = nodes.get(node_sql)
+        if node is None:
+            node = nodes[node_sql] = Node(f"{NODE_PREFIX}{owner}_{len(nodes) + 1}", node_sql)
+        start, end = item.reference_span
+        rewritten = f"{rewritten[:start]}{quote(node.name)} AS {quote(item.alias)}{rewritten[end:]}"
+    return prefix + rewritten, list(nodes.values())
+
+
+def _reads_alone(clauses: Clauses) -> bool:
+    """Whether a SELECT is `SELECT * FROM <one item>` and nothing more."""
+    select = [t.text for t in clauses.select.tokens]
+    return select == ["*"] and not (clauses.where or clauses.group or clauses.having or clauses.distinct)
+
+
+def _derived_select(conn: apsw.Connection, item: FromItem, prefix: str, ctes: dict[str, Cte]) -> tuple[str, str] | None:
+    """A derived table's own SELECT, and the SELECT its node is defined by; None for a table."""
+    if item.body is not None:
+        return item.body, prefix + item.body
+    assert item.name is not None
+    if not item.schema and fold(item.name) in ctes:
+        return ctes[fold(item.name)].body, f"{prefix}SELECT * FROM {quote(item.name)}"
+    text = view_sql(conn, item.name)
+    if text is None:
+        return None
+    return view_parts(text)[2], f"SELECT * FROM main.{quote(item.name)}"
+
+
+def _shape(select: str) -> tuple[bool, bool]:
+    """(DISTINCT, aggregates) of a SELECT; (False, False) for what the inline pass refuses by
+    name (LIMIT, a window, a set operation) or cannot read."""
+    text = select
+    tokens = tokenize(text)
+    if tokens and tokens[0].kind == TokenType.WITH:
+        text = read_with(text, tokens, {})[1]
+        tokens = tokenize(text)
+    if not tokens or tokens[0].kind != TokenType.SELECT:
+        return False, False
+    if any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(tokens, depth_walk(tokens))):
+        return False, False
+    clauses = split_clauses(text, tokens)
+    if clauses.limit or clauses.window or any(t.kind == TokenType.OVER for t in clauses.select.tokens):
+        return False, False
+    distinct = clauses.distinct is not None and clauses.distinct.kind == TokenType.DISTINCT
+    aggregates = bool(clauses.group or clauses.having or find_aggregate_calls(text, clauses.select.tokens))
+    return distinct, aggregates
