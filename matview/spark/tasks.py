@@ -87,7 +87,7 @@ def _part_path(staging: str, prefix: str) -> str:
 
 def _scratch(path: str) -> apsw.Connection:
     conn = apsw.Connection(path)
-    conn.execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF")
+    conn.execute("PRAGMA journal_mode=MEMORY; PRAGMA synchronous=OFF")  # savepoints need a journal
     return conn
 
 
