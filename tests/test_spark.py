@@ -292,3 +292,19 @@ def test_rerun_is_idempotent_and_append_is_a_delta(spark: Any, tmp_path: Path) -
         assert conn.view(name).verify()
     conn.close()
     random_writes(db, views, seed=11)
+
+
+def test_cli(spark: Any, tmp_path: Path, capsys: Any) -> None:
+    from matview.cli import main
+    from matview.spark.cli import main as spark_main
+
+    uri = write_orders(tmp_path / "o", files=1, n=500)
+    db = str(tmp_path / "cli.db")
+    view = "v=SELECT g, sum(price) AS s FROM orders GROUP BY g"
+    assert main(["backfill", db, "--table", f"orders={uri}", "--view", view, "--master", "local[2]"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("matview backfill: 1 table(s)") and "rows loaded" in out and "spark (orders)" in out
+    assert spark_main([db, "--table", f"orders={uri}", "--view", "v", "--mode", "replace"]) == 0
+    assert main(["backfill", db, "--table", "orders"]) == 2  # not NAME=PATH: a clear error
+    assert "expected NAME=VALUE" in capsys.readouterr().out
+    assert matview.connect(db).view("v").verify()

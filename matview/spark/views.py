@@ -55,8 +55,12 @@ def _binary_only(plan: Plan, sql: str, table_sql: str) -> bool:
 def local_reason(plan: Plan, sql: str, loaded: dict[str, str]) -> str | None:
     """Why `plan` cannot be computed by partitions of a loaded table (None: it can).
     `loaded`: folded name → DDL of every table being loaded."""
-    if len(plan.sources) != 1 or plan.upstreams or plan.plain_views:
-        return "it reads more than one table, or a view"
+    if plan.upstreams or plan.plain_views:
+        return "it reads a view"
+    if len(set(plan.sources)) != 1:
+        return "a join: its inputs are not co-partitioned"
+    if len(plan.sources) != 1:
+        return "a self-join"
     if fold(plan.sources[0]) not in loaded:
         return "its table is not being loaded"
     if plan.arms or plan.set_operation or plan.root_recompute or plan.subquery_reach or plan.subquery_probes:
