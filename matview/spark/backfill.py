@@ -209,7 +209,10 @@ def _run_spark(
             load.create_sql,
             load.columns,
             staging_dir,
-            tuple((j.name, j.sql) for j in partitioned),
+            tuple(
+                (j.name, j.sql, j.plan is not None and j.plan.kind == "rows" and not j.plan.distinct)
+                for j in partitioned
+            ),
             fail_partition,
         )
         frame = source.frame
@@ -249,13 +252,6 @@ def _merge(source: Source, out: DataFrame, spec: tasks.MergeSpec) -> list[str]:
         .agg(f.collect_list("value").alias("values"))
         .withColumn("kind", f.lit("state"))
     )
-    ordered = (
-        out.where(kind == "ostate")
-        .groupBy("view", "op", "key", "okey", "okind")
-        .agg(f.first("ord").alias("ord"), f.sum("weight").alias("weight"))
-        .where(f.col("weight") != 0)
-        .withColumn("kind", f.lit("ostate"))
-    )
     rows = (
         out.where(kind == "rows")
         .groupBy("view", "key")
@@ -263,14 +259,14 @@ def _merge(source: Source, out: DataFrame, spec: tasks.MergeSpec) -> list[str]:
         .where(f.col("weight") != 0)
         .withColumn("kind", f.lit("rows"))
     )
-    columns = ["kind", "view", "op", "key", "ord", "okind", "values", "weight"]
-    typed = {"op": "long", "ord": "binary", "okind": "long", "values": "array<binary>", "weight": "long"}
+    columns = ["kind", "view", "op", "key", "values", "weight"]
+    typed = {"op": "long", "values": "array<binary>", "weight": "long"}
 
     def shaped(frame: DataFrame) -> DataFrame:
         present = set(frame.columns)
         return frame.select(*(f.col(c) if c in present else f.lit(None).cast(typed[c]).alias(c) for c in columns))
 
-    unified = shaped(states).unionByName(shaped(ordered)).unionByName(shaped(rows)).coalesce(8)
+    unified = shaped(states).unionByName(shaped(rows)).coalesce(8)
     found = _spark_call(
         source, lambda: unified.mapInArrow(functools.partial(tasks.write_merged, spec), tasks.PART_DDL).collect()
     )

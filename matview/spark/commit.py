@@ -73,12 +73,16 @@ def commit(db: str, mode: str, loads: list[LoadedTable], jobs: list[ViewJob], me
         raw.execute("BEGIN IMMEDIATE")
         try:
             registry = conn.registry
+            loaded: dict[str, list[str]] = {}
             for load in loads:
-                _load_table(raw, registry, mode, load, [attach(p) for p in load.parts])
+                loaded[fold(load.table)] = [attach(p) for p in load.parts]
+                _load_table(raw, registry, mode, load, loaded[fold(load.table)])
             merged_aliases = [attach(p) for p in merged]
             registry.invalidate()
             for job in jobs:
-                populate = merged_populate(merged_aliases, job.name) if job.partitioned_on else None
+                populate = None
+                if job.partitioned_on:
+                    populate = merged_populate(merged_aliases, loaded[job.partitioned_on], job.name)
                 if job.existing:
                     lifecycle.rebuild_view(raw, registry, job.name, populate)
                 else:

@@ -1,7 +1,8 @@
 """The driver's snapshot of a partitioned view: merged partial states written with the engine's
 own code, so the file holds exactly what a local ``CREATE MATERIALIZED VIEW`` stores.
 
-* aggregate: the merged ordered state (MIN/MAX multisets) goes in first; then the merged
+* aggregate: the ordered state (MIN/MAX multisets) of every partition goes in first, weights
+  summed by SQLite's GROUP BY over the attached part files (the ordered state's own key); then the merged
   group states go through `Aggregate.emit` — which re-seeks MIN/MAX, computes SUM/AVG from
   the exact sums, evaluates HAVING and post-aggregation expressions — exactly as the local
   set-at-a-time CREATE ends (`aggregate_sql.sql_step` → `emit`);
@@ -30,8 +31,9 @@ from matview.state import StateStore
 from matview.zset import ZSet
 
 
-def merged_populate(aliases: Sequence[str], view_name: str) -> Populate:
-    """A `Populate` reading `view_name`'s merged states from the attached part files `aliases`."""
+def merged_populate(aliases: Sequence[str], loaded: Sequence[str], view_name: str) -> Populate:
+    """A `Populate` reading `view_name`'s merged states from the attached merged part files
+    `aliases`, and its per-partition ordered state from the attached load part files `loaded`."""
 
     def states(conn: apsw.Connection, op: int) -> Iterator[tuple[bytes, Any]]:
         for alias in aliases:
@@ -46,12 +48,18 @@ def merged_populate(aliases: Sequence[str], view_name: str) -> Populate:
         circuit = view.circuit
         if circuit.aggregate is not None:
             aggregate = circuit.aggregate
+            # the multisets of all partitions: weights summed under the ordered state's own key
+            # (SQLite equality of ord, BINARY, and the storage kind), as one table would hold them
             ostate = quote(names.ordered_state_table(view.name))
-            for alias in aliases:
+            parts = " UNION ALL ".join(
+                f"SELECT operator_id, key, ord, kind, weight FROM {alias}.{quote(names.ordered_state_table(view_name))}"
+                for alias in loaded
+            )
+            if parts:
                 conn.execute(
                     f"INSERT INTO {ostate} (operator_id, key, ord, kind, value, weight) "
-                    f"SELECT op, key, ord, kind, NULL, weight FROM {alias}.ostate WHERE view = ?",
-                    (view_name,),
+                    f"SELECT operator_id, key, ord, kind, NULL, sum(weight) AS w FROM ({parts}) "
+                    "GROUP BY operator_id, key, ord, kind HAVING w <> 0"
                 )
             groups = dict(states(conn, GROUPS_OP))
             if not view.entry.plan.has_group_by and aggregate.empty_key not in groups:

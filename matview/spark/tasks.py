@@ -2,7 +2,8 @@
 
 `load_partition` writes one partition of a source into a SQLite part file with the target
 table's DDL, then runs each partitioned view's own ``CREATE MATERIALIZED VIEW`` on that file
-and exports the operator state it left. `write_merged` merges the partial states Spark
+and exports the group states it left (its ordered state stays in the part file: the driver
+sums its weights with SQLite's own GROUP BY). `write_merged` merges the partial states Spark
 shuffled together (with the engine's `merge` rules) and writes them into a part file of
 their own. Part files are scratch: a failed attempt's file is never read, because the driver
 ATTACHes only the paths that finished tasks returned.
@@ -26,7 +27,6 @@ import matview
 from matview import names
 from matview.codec import pack, unpack
 from matview.evaluator import Evaluator
-from matview.keys import canonical
 from matview.names import quote
 from matview.operators.aggregate import GROUPS_OP, Aggregate
 from matview.operators.distinct import DISTINCT_OP, Distinct
@@ -35,13 +35,10 @@ from matview.plan import Plan
 #: the rows every load task yields: one "part" row, then the partial states of its views
 LOAD_SCHEMA = pa.schema(
     [
-        ("kind", pa.string()),  # part | state | ostate | rows
+        ("kind", pa.string()),  # part | state | rows
         ("view", pa.string()),
         ("op", pa.int64()),
         ("key", pa.binary()),
-        ("ord", pa.binary()),  # ostate: msgpack of the ord value
-        ("okey", pa.binary()),  # ostate: msgpack of the ord under SQLite equality (merge key)
-        ("okind", pa.int64()),
         ("value", pa.binary()),
         ("weight", pa.int64()),
         ("path", pa.string()),
@@ -50,8 +47,7 @@ LOAD_SCHEMA = pa.schema(
     ]
 )
 LOAD_DDL = (
-    "kind string, view string, op long, key binary, ord binary, okey binary, okind long, value binary, "
-    "weight long, path string, rows long, version string"
+    "kind string, view string, op long, key binary, value binary, weight long, path string, rows long, version string"
 )
 #: the rows every merge task yields: the part file it wrote and how many rows of each kind
 PART_SCHEMA = pa.schema([("path", pa.string()), ("rows", pa.int64()), ("states", pa.int64())])
@@ -72,7 +68,9 @@ class LoadSpec:
     create_sql: str  # the target table's DDL (its affinity and constraints apply per part)
     columns: tuple[str, ...]
     staging: str
-    views: tuple[tuple[str, str], ...]  # (name, SELECT) of the partitioned views over `table`
+    #: (name, SELECT, whether its rows are exported) of the partitioned views over `table`: only
+    #: row views need their rows; an aggregate's or DISTINCT's follow from the merged state
+    views: tuple[tuple[str, str, bool], ...]
     fail_partition: int | None = None  # tests: this partition raises after writing its part file
 
 
@@ -120,24 +118,21 @@ def load_partition(spec: LoadSpec, batches: Iterator[pa.RecordBatch]) -> Iterato
     conn.close()
 
 
-def _export_views(raw: apsw.Connection, views: tuple[tuple[str, str], ...]) -> Iterator[pa.RecordBatch]:
+def _export_views(raw: apsw.Connection, views: tuple[tuple[str, str, bool], ...]) -> Iterator[pa.RecordBatch]:
     conn = matview.install(raw)
-    for name, sql in views:
+    for name, sql, with_rows in views:
         conn.execute(f"CREATE MATERIALIZED VIEW {quote(name)} AS {sql}")
         rows: list[dict[str, Any]] = []
         queries = (
             ("state", f"SELECT operator_id, key, value FROM {quote(names.state_table(name))}"),
-            ("ostate", f"SELECT operator_id, key, ord, kind, weight FROM {quote(names.ordered_state_table(name))}"),
             ("rows", f"SELECT {quote(names.KEY)}, {quote(names.WEIGHT)} FROM {quote(names.view_table(name))}"),
         )
         for kind, query in queries:
+            if kind == "rows" and not with_rows:
+                continue
             for row in raw.execute(query):
                 if kind == "state":
                     rows.append({"kind": kind, "view": name, "op": row[0], "key": row[1], "value": row[2]})
-                elif kind == "ostate":
-                    op, key, ord_, okind, weight = row
-                    ordinal = {"ord": pack(ord_), "okey": pack(canonical(ord_)), "okind": okind}
-                    rows.append({"kind": kind, "view": name, "op": op, "key": key, **ordinal, "weight": weight})
                 else:
                     rows.append({"kind": kind, "view": name, "key": row[0], "weight": row[1]})
                 if len(rows) >= CHUNK:
@@ -186,13 +181,12 @@ class _Mergers:
 
 _MERGED_TABLES = (
     "CREATE TABLE state (view TEXT, op INTEGER, key BLOB, value BLOB)",
-    "CREATE TABLE ostate (view TEXT, op INTEGER, key BLOB, ord, kind INTEGER, weight INTEGER)",
     "CREATE TABLE rows (view TEXT, key BLOB, weight INTEGER)",
 )
 
 
 def write_merged(spec: MergeSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow over merged rows (kind, view, op, key, ord, okind, values, weight): merge
+    """mapInArrow over merged rows (kind, view, op, key, values, weight): merge
     each state's partial values, and write everything into one part file."""
     mergers = _Mergers(spec)
     conn: apsw.Connection | None = None
@@ -207,27 +201,16 @@ def write_merged(spec: MergeSpec, batches: Iterator[pa.RecordBatch]) -> Iterator
                 conn.execute(ddl)
             conn.execute("BEGIN")
         data = batch.to_pydict()
-        state_rows, ostate_rows, view_rows = [], [], []
-        for kind, view, op, key, ord_, okind, values, weight in zip(
-            data["kind"],
-            data["view"],
-            data["op"],
-            data["key"],
-            data["ord"],
-            data["okind"],
-            data["values"],
-            data["weight"],
-        ):
+        state_rows, view_rows = [], []
+        columns = (data["kind"], data["view"], data["op"], data["key"], data["values"], data["weight"])
+        for kind, view, op, key, values, weight in zip(*columns):
             if kind == "state":
                 state_rows.append((view, op, key, mergers.merge(view, op, values)))
-            elif kind == "ostate":
-                ostate_rows.append((view, op, key, unpack(ord_), okind, weight))
             else:
                 view_rows.append((view, key, weight))
         conn.executemany("INSERT INTO state VALUES (?, ?, ?, ?)", state_rows)
-        conn.executemany("INSERT INTO ostate VALUES (?, ?, ?, ?, ?, ?)", ostate_rows)
         conn.executemany("INSERT INTO rows VALUES (?, ?, ?)", view_rows)
-        count += len(ostate_rows) + len(view_rows)
+        count += len(view_rows)
         states += len(state_rows)
     if conn is not None:
         conn.execute("COMMIT")
