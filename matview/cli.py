@@ -104,14 +104,9 @@ def _shell(conn: Connection, args: argparse.Namespace) -> int:
 
 def _spark_arguments(parser: argparse.ArgumentParser) -> None:
     """The backfill's arguments; its module (and PySpark) is imported only when it runs."""
-    import importlib
+    from matview.spark.cli import add_arguments
 
-    try:
-        module = importlib.import_module("matview.spark.cli")
-    except ImportError:  # without the spark extra: the subcommand explains what it needs
-        parser.add_argument("rest", nargs=argparse.REMAINDER)
-        return
-    module.add_arguments(parser)
+    add_arguments(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

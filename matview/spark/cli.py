@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         "Spark's own log follows"
     )
     try:
-        from matview.spark.backfill import backfill
+        from matview.spark.pipeline import backfill
         from matview.spark.session import build_session
     except ImportError as exc:
         raise Error(f"matview backfill needs pip install 'matview[spark]' ({exc})") from None
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_summary(summary: object) -> None:
-    from matview.spark.backfill import Summary
+    from matview.spark.pipeline import Summary
 
     assert isinstance(summary, Summary)
     seconds = summary.seconds or 1e-9
