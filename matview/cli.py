@@ -7,6 +7,7 @@ matview refresh DB VIEW       rebuild a view from scratch
 matview flush DB              fold every pending delta now
 matview sql DB "SQL"          run SQL (CREATE MATERIALIZED VIEW … works) and print rows
 matview shell DB              apsw's interactive shell with matview installed (.views, .verify)
+matview backfill DB --table T=PATH …   bulk-load tables with Spark and backfill views (matview[spark])
 """
 
 from __future__ import annotations
@@ -101,6 +102,13 @@ def _shell(conn: Connection, args: argparse.Namespace) -> int:
     return 0
 
 
+def _spark_arguments(parser: argparse.ArgumentParser) -> None:
+    """The backfill's arguments; its module (and PySpark) is imported only when it runs."""
+    from matview.spark.cli import add_arguments
+
+    add_arguments(parser)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="matview", description="Materialized views for SQLite files")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -121,8 +129,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 command.add_argument(arg)
         command.set_defaults(handler=handler)
+    backfill = sub.add_parser("backfill", help="bulk-load tables with Spark and backfill their views")
+    _spark_arguments(backfill)
+    backfill.set_defaults(handler=None)
     args = parser.parse_args(argv)
     try:
+        if args.command == "backfill":
+            from matview.spark.cli import run
+
+            return run(args)
         conn = connect(args.db)
         try:
             return int(args.handler(conn, args))

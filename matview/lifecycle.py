@@ -6,6 +6,7 @@ the database is as it was.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import apsw
@@ -29,6 +30,10 @@ from matview.state import StateStore, create_state_tables
 from matview.viewstore import ViewTable
 
 MAINTENANCE_MODES = ("immediate", "deferred")
+
+#: fills a new view's table and state: `_populate` (the whole base table as one delta), or
+#: another source of the same snapshot (the Spark backfill writes merged partial states)
+Populate = Callable[[apsw.Connection, View], None]
 
 
 def _existing_object(conn: apsw.Connection, name: str) -> str | None:
@@ -63,6 +68,7 @@ def create_view(
     if_not_exists: bool = False,
     auto_indexes: bool = True,
     internal: bool = False,
+    populate: Populate | None = None,
 ) -> None:
     """CREATE MATERIALIZED VIEW; `internal`: a node of another view (see `matview.nodes`)."""
     if not internal:
@@ -101,7 +107,7 @@ def create_view(
         entry = ViewEntry(name, sql.strip().rstrip(";").strip(), plan, maintenance, base_tables)
         catalog.save_view(conn, entry)
         view = View(entry, Circuit(name, plan, registry.evaluator), view_table)
-        _populate(conn, view)
+        (populate or _populate)(conn, view)
         registry.invalidate()
         readable.create_plain_view(conn, name, plan)
         readable.drop_shadow(conn, name)
@@ -138,12 +144,17 @@ def _fold_upstreams(conn: apsw.Connection, registry: Registry, upstreams: list[V
             raise Error(view.stalled)
 
 
-def _populate(conn: apsw.Connection, view: View) -> None:
-    """Initial snapshot: the whole base table as one delta from the empty state, with the
-    progress mark at the delta log's current end (those deltas are in the snapshot)."""
+def set_snapshot_progress(conn: apsw.Connection, view: View) -> None:
+    """A snapshot's progress marks: the end of each base table's delta log."""
     for table in view.entry.base_tables:
         hi = scalar(conn, f"SELECT max({quote(names.SEQ)}) FROM {quote(names.delta_table(table))}")
         catalog.set_progress(conn, view.name, table, hi or 0)
+
+
+def _populate(conn: apsw.Connection, view: View) -> None:
+    """Initial snapshot: the whole base table as one delta from the empty state, with the
+    progress mark at the delta log's current end (those deltas are in the snapshot)."""
+    set_snapshot_progress(conn, view)
     store = StateStore(conn, view.name, writable=True)
     delta = view.circuit.populate(conn, store)
     if delta is None:
@@ -246,7 +257,18 @@ def _shown(columns: tuple[OutputColumn, ...]) -> list[tuple[str, str, str]]:
     return [(c.name, affinity(c.decltype), c.collation) for c in columns]
 
 
-def _rebuild(conn: apsw.Connection, registry: Registry, view: View) -> None:
+def rebuild_view(conn: apsw.Connection, registry: Registry, name: str, populate: Populate | None = None) -> None:
+    """Empty a view's table and state and fill them again (`populate`, or `_populate`), its
+    capture left as it is: for a caller that reloaded a base table itself."""
+    view = registry.get(name)
+    if view is None:
+        raise Error(f"no such materialized view: {name}")
+    with savepoint(conn):
+        _rebuild(conn, registry, view, populate)
+    registry.invalidate()
+
+
+def _rebuild(conn: apsw.Connection, registry: Registry, view: View, populate: Populate | None = None) -> None:
     # its internal nodes exist: their names are what the view's SELECT reads
     entry = view.entry
     plan = with_indexes(
@@ -273,4 +295,4 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View) -> None:
     catalog.update_plan(conn, view.name, plan)
     registry.evaluator.forget(view.name)
     entry = ViewEntry(view.name, view.entry.sql, plan, view.entry.maintenance, view.entry.base_tables)
-    _populate(conn, View(entry, Circuit(view.name, plan, registry.evaluator), view.table))
+    (populate or _populate)(conn, View(entry, Circuit(view.name, plan, registry.evaluator), view.table))

@@ -104,6 +104,13 @@ class SumState:
         acc[6] += positive
         acc[7] += negative
 
+    @classmethod
+    def merge(cls, a: list[Any], b: list[Any]) -> list[Any]:
+        """The state of two disjoint bags of rows together: every entry is linear."""
+        cls._widen(a)
+        cls._widen(b)
+        return [x + y for x, y in zip(a, b, strict=True)]
+
     @staticmethod
     def real_total(acc: list[Any]) -> Any:
         """The sum as a double; None for +inf + −inf (SQLite's NaN, shown as NULL), or
@@ -169,6 +176,22 @@ class Accumulator:
         if self.func in ("min", "max"):
             return [None, False]  # cached extreme, stale flag
         return None
+
+    def mergeable(self) -> bool:
+        """Whether `merge` can combine two partial states (a partitioned CREATE)."""
+        return not self.spec.distinct and self.func in ("count", "sum", "total", "avg", "min", "max")
+
+    def merge(self, a: Any, b: Any) -> Any:
+        """The accumulator of two disjoint bags of rows, from theirs: COUNT and the sums add
+        (exact group elements); MIN/MAX re-seek in the merged ordered multiset, whose weights
+        add (`first` on the next `result`)."""
+        if not self.mergeable():
+            raise ValueError(f"{self.spec.sql or self.func}: partial states cannot be merged")
+        if self.func == "count":
+            return a + b
+        if self.func in ("sum", "total", "avg"):
+            return SumState.merge(a, b)
+        return [None, True]
 
     def _numeric(self, value: Any) -> Any:
         return value if isinstance(value, (int, float)) else self.coerce(value)

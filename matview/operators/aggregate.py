@@ -40,6 +40,20 @@ class Aggregate:
         """[row count, shown group values, emitted row, acc…, variants of the group values]"""
         return [0, list(values), None, *(a.initial() for a in self.accumulators), None]
 
+    def mergeable(self) -> bool:
+        """Whether partial group states of disjoint parts of the input merge exactly (`merge`)."""
+        exact = self.plan.exact_groups and self.plan.rowid_column is None
+        return exact and all(a.mergeable() for a in self.accumulators)
+
+    def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
+        """One group's state over two disjoint bags of rows (two partitions of a CREATE), from
+        the states each left: the row counts and accumulators add; the emitted row is reset
+        (`emit` computes it). Exact groups only: their group values are identical."""
+        if not self.mergeable():
+            raise ValueError(f"view {self.view}: its group states cannot be merged")
+        accs = [acc.merge(a[3 + i], b[3 + i]) for i, acc in enumerate(self.accumulators)]
+        return [a[0] + b[0], a[1], None, *accs, None]
+
     def step(self, rows: Sequence[tuple[Any, ...]], store: StateStore) -> ZSet[bytes]:
         """Apply stage-1 delta rows (group values…, aggregate inputs…, weight); return ΔO."""
         k, plan = self.k, self.plan

@@ -9,6 +9,8 @@ on positive → 0.
 
 from __future__ import annotations
 
+from typing import Any
+
 from matview.keys import group_key, row_key, row_of
 from matview.operators.variants import count_variant, shown_variant
 from matview.state import StateStore
@@ -20,6 +22,13 @@ DISTINCT_OP = 1_000_000  # operator id in the state table, clear of aggregate id
 class Distinct:
     def __init__(self, collations: tuple[str, ...], exact: bool) -> None:
         self.collations, self.exact = collations, exact
+
+    def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
+        """One row's state over two disjoint bags of input rows: the weights add (exact
+        DISTINCT only, whose representative is the one value of its class)."""
+        if not self.exact:
+            raise ValueError("DISTINCT states with several variants cannot be merged")
+        return [a[0] + b[0], a[1], a[2]]
 
     def step(self, delta: ZSet[bytes], store: StateStore) -> ZSet[bytes]:
         out: ZSet[bytes] = ZSet()

@@ -1,0 +1,187 @@
+#!/usr/bin/env python
+"""The Spark pipeline vs the local path, on generated lineitem-like data.
+
+    python bench/bench_spark.py                  # 1M rows, local[2]
+    python bench/bench_spark.py --rows 6000000   # or --big (6M rows)
+    python bench/bench_spark.py --master 'local[*]' --tmpdir /data/tmp --keep
+
+For each view: (a) the local path a user would pick instead — pyarrow → apsw load (decimals
+converted correctly rounded, through text) plus `CREATE MATERIALIZED VIEW`; (b) `backfill` on
+Spark: load + view in one job, then the driver's write. Prints rows/s per phase, the ratio
+Spark / local, and checks that both files hold the same view, state and ordered state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+import apsw  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+import matview  # noqa: E402
+
+VIEWS = {
+    "real_sum": "SELECT l_returnflag, l_linestatus, SUM(l_quantity) AS sq, SUM(l_extendedprice * (1 - l_discount)) "
+    "AS revenue, AVG(l_discount) AS ad, COUNT(*) AS n FROM lineitem WHERE l_shipdate <= '1998-09-02' "
+    "GROUP BY l_returnflag, l_linestatus",
+    "min_max": "SELECT l_shipmode, MIN(l_extendedprice) AS lo, MAX(l_shipdate) AS last, COUNT(*) AS n, "
+    "SUM(l_quantity / 3) AS q3 FROM lineitem GROUP BY l_shipmode",
+}
+DDL = (
+    "CREATE TABLE lineitem (l_orderkey INTEGER, l_quantity REAL, l_extendedprice REAL, l_discount REAL, "
+    "l_returnflag TEXT, l_linestatus TEXT, l_shipdate TEXT, l_shipmode TEXT)"
+)
+MODES = ["AIR", "FOB", "MAIL", "RAIL", "REG AIR", "SHIP", "TRUCK"]
+console = Console(width=150)
+
+
+def generate(path: str, rows: int, seed: int = 42) -> None:
+    """lineitem-like Parquet: decimals(12,2), a date, low-cardinality text; 8 row groups per 1M."""
+    import datetime
+    from decimal import Decimal
+
+    rnd = random.Random(seed)
+    writer = None
+    start = datetime.date(1992, 1, 1)
+    chunk = 125_000
+    for offset in range(0, rows, chunk):
+        n = min(chunk, rows - offset)
+        quantity = [Decimal(rnd.randint(1, 50)) for _ in range(n)]
+        price = [Decimal(rnd.randint(90_000, 10_500_000)) / 100 for _ in range(n)]
+        discount = [Decimal(rnd.randint(0, 10)) / 100 for _ in range(n)]
+        days = [rnd.randint(0, 2526) for _ in range(n)]
+        batch = pa.table(
+            {
+                "l_orderkey": pa.array(range(offset, offset + n), pa.int64()),
+                "l_quantity": pa.array(quantity, pa.decimal128(12, 2)),
+                "l_extendedprice": pa.array(price, pa.decimal128(12, 2)),
+                "l_discount": pa.array(discount, pa.decimal128(12, 2)),
+                "l_returnflag": pa.array([rnd.choice("ANR") for _ in range(n)]),
+                "l_linestatus": pa.array([rnd.choice("FO") for _ in range(n)]),
+                "l_shipdate": pa.array([start + datetime.timedelta(days=d) for d in days], pa.date32()),
+                "l_shipmode": pa.array([rnd.choice(MODES) for _ in range(n)]),
+            }
+        )
+        if writer is None:
+            writer = pq.ParquetWriter(path, batch.schema)
+        writer.write_table(batch)
+    assert writer is not None
+    writer.close()
+
+
+def local_load(parquet: str, db: str) -> int:
+    """pyarrow → apsw, one transaction; decimals through text (pyarrow's direct cast is 1 ulp off)."""
+    conn = apsw.Connection(db)
+    conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL")
+    conn.execute(DDL)
+    count = 0
+    with conn:
+        for batch in pq.ParquetFile(parquet).iter_batches(batch_size=65_536):
+            columns = []
+            for column in batch.columns:
+                if pa.types.is_decimal(column.type):
+                    column = pc.cast(pc.cast(column, pa.string()), pa.float64())
+                elif pa.types.is_date(column.type):
+                    column = pc.cast(column, pa.string())
+                columns.append(column.to_pylist())
+            conn.executemany("INSERT INTO lineitem VALUES (?, ?, ?, ?, ?, ?, ?, ?)", zip(*columns))
+            count += batch.num_rows
+    conn.close()
+    return count
+
+
+def same_state(a: str, b: str, view: str) -> bool:
+    conn = apsw.Connection(a)
+    conn.execute("ATTACH ? AS b", (b,))
+    for prefix in ("view", "state", "ostate"):
+        table = f'"__dbsp_{prefix}_{view}"'
+        cols = ", ".join(f'"{r[1]}"' for r in conn.execute(f"PRAGMA main.table_info({table})") if r[1] != "__dbsp_id")
+        for x, y in (("main", "b"), ("b", "main")):
+            query = f"SELECT count(*) FROM (SELECT {cols} FROM {x}.{table} EXCEPT SELECT {cols} FROM {y}.{table})"
+            if conn.execute(query).fetchone()[0]:
+                return False
+    return True
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--big", action="store_true", help="6M rows")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--views", default=",".join(VIEWS))
+    parser.add_argument("--tmpdir")
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    rows = 6_000_000 if args.big else args.rows
+    work = tempfile.mkdtemp(prefix="matview-bench-spark-", dir=args.tmpdir)
+    try:
+        parquet = os.path.join(work, "lineitem.parquet")
+        started = time.perf_counter()
+        generate(parquet, rows)
+        console.print(f"generated {rows:,} rows in {time.perf_counter() - started:.1f} s ({work})")
+
+        from matview.spark import backfill, build_session
+
+        started = time.perf_counter()
+        spark = build_session(args.master, {"spark.ui.enabled": "false", "spark.driver.memory": "2g"})
+        spark.range(1).count()
+        session_start = time.perf_counter() - started
+
+        table = Table("view", "path", "load s", "view s", "merge s", "write s", "total s", "rows/s", "Spark/local")
+        for name in args.views.split(","):
+            sql = VIEWS[name]
+            local_db = os.path.join(work, f"local-{name}.db")
+            started = time.perf_counter()
+            local_load(parquet, local_db)
+            load_s = time.perf_counter() - started
+            conn = matview.connect(local_db)
+            started = time.perf_counter()
+            conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+            create_s = time.perf_counter() - started
+            conn.close()
+            local_total = load_s + create_s
+            table.add_row(
+                name, "local", f"{load_s:.1f}", f"{create_s:.1f}", "", "", f"{local_total:.1f}",
+                f"{rows / local_total:,.0f}", "",
+            )
+            spark_db = os.path.join(work, f"spark-{name}.db")
+            summary = backfill(spark, spark_db, {"lineitem": parquet}, views=[(name, sql)])
+            phases = summary.phases
+            spark_total = summary.seconds
+            table.add_row(
+                name, f"spark {args.master}", f"{phases['plan'] + phases['load']:.1f}", "(in load)",
+                f"{phases['merge']:.1f}", f"{phases['write']:.1f}", f"{spark_total:.1f}",
+                f"{rows / spark_total:,.0f}", f"{spark_total / local_total:.2f}×",
+            )
+            ok = same_state(spark_db, local_db, name)
+            console.print(f"{name}: Spark file {'equals' if ok else 'DIFFERS from'} the local CREATE; "
+                          f"driver write {rows / phases['write']:,.0f} rows/s; {summary.partitions} partitions")
+            if not ok:
+                return 1
+            for path in (local_db, spark_db):
+                os.remove(path)
+        console.print(table)
+        console.print(f"Spark session start (not in the totals): {session_start:.1f} s; rows: {rows:,}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""The driver's one final transaction: the only time the target file changes.
+
+Part files are ATTACHed (never rows collected on the driver) and INSERT…SELECTed into the
+tables; views are then rebuilt or created, partitioned ones from their merged states
+(`populate`), the others by the engine's own CREATE over the loaded tables. Any error rolls
+everything back: the file is as it was.
+
+Create/replace bypass change capture: a loaded table's capture (triggers and delta log) is
+dropped before its rows are replaced and installed again after, and every view reading the
+table is rebuilt in the same transaction (so no view keeps progress in the old log). Append
+inserts through capture: the views absorb the rows as a delta when the transaction commits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import apsw
+
+import matview
+from matview import lifecycle, names
+from matview.capture import capture_installed, install_capture, remove_capture
+from matview.db import scalar
+from matview.errors import Error
+from matview.names import fold, quote
+from matview.schema import read_table
+from matview.spark.populate import merged_populate
+from matview.spark.views import ViewJob
+
+#: ATTACH slots left for part files (apsw's SQLite allows 125 attached databases)
+MAX_ATTACHED = 120
+
+
+@dataclass
+class LoadedTable:
+    table: str
+    create_sql: str
+    columns: tuple[str, ...]
+    parts: list[str] = field(default_factory=list)
+    rows: int = 0
+
+
+@dataclass
+class Written:
+    """What the transaction wrote, per view: (view rows, state rows, ordered-state rows)."""
+
+    counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+
+
+def table_exists(conn: apsw.Connection, table: str) -> bool:
+    return bool(
+        scalar(
+            conn, "SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE", (table,)
+        )
+    )
+
+
+def commit(db: str, mode: str, loads: list[LoadedTable], jobs: list[ViewJob], merged: list[str]) -> Written:
+    if sum(len(load.parts) for load in loads) + len(merged) > MAX_ATTACHED:
+        raise Error(f"more than {MAX_ATTACHED} part files: use fewer Spark partitions")
+    conn = matview.connect(db)
+    raw = conn.apsw
+    aliases: list[str] = []
+
+    def attach(path: str) -> str:
+        alias = f"__dbsp_part{len(aliases)}"
+        raw.execute(f"ATTACH DATABASE ? AS {alias}", (path,))
+        aliases.append(alias)
+        return alias
+
+    written = Written()
+    try:
+        raw.execute("BEGIN IMMEDIATE")
+        try:
+            registry = conn.registry
+            loaded: dict[str, list[str]] = {}
+            for load in loads:
+                loaded[fold(load.table)] = [attach(p) for p in load.parts]
+                _load_table(raw, registry, mode, load, loaded[fold(load.table)])
+            merged_aliases = [attach(p) for p in merged]
+            registry.invalidate()
+            for job in jobs:
+                populate = None
+                if job.partitioned_on:
+                    populate = merged_populate(merged_aliases, loaded[job.partitioned_on], job.name)
+                if job.existing:
+                    lifecycle.rebuild_view(raw, registry, job.name, populate)
+                else:
+                    lifecycle.create_view(raw, registry, job.name, job.sql, populate=populate)
+            for job in jobs:
+                written.counts[job.name] = _counts(raw, job.name)
+            conn.execute("COMMIT")  # through matview: an append's deltas fold into the views first
+        except BaseException:
+            if not raw.get_autocommit():
+                raw.execute("ROLLBACK")
+            raise
+    finally:
+        for alias in aliases:
+            try:
+                raw.execute(f"DETACH DATABASE {alias}")
+            except apsw.Error:
+                pass
+        conn.close()
+    return written
+
+
+def _load_table(raw: apsw.Connection, registry: object, mode: str, load: LoadedTable, parts: list[str]) -> None:
+    table = quote(load.table)
+    cols = ", ".join(quote(c) for c in load.columns)
+    exists = table_exists(raw, load.table)
+    captured = exists and capture_installed(raw, load.table)
+    if mode == "append" and exists:
+        for alias in parts:  # through capture: the views absorb the rows as an ordinary delta
+            raw.execute(f"INSERT INTO main.{table} ({cols}) SELECT {cols} FROM {alias}.{table}")
+        return
+    if exists:
+        if mode == "create" and raw.execute(f"SELECT 1 FROM main.{table} LIMIT 1").fetchone():
+            raise Error(f"table {load.table} already has rows: use mode replace or append")
+        if captured:
+            remove_capture(raw, load.table)
+        raw.execute(f"DELETE FROM main.{table}")
+    else:
+        raw.execute(load.create_sql)
+    for alias in parts:
+        raw.execute(f"INSERT INTO main.{table} ({cols}) SELECT {cols} FROM {alias}.{table}")
+    if captured:
+        install_capture(raw, read_table(raw, load.table))
+
+
+def _counts(raw: apsw.Connection, view: str) -> tuple[int, int, int]:
+    return (
+        int(scalar(raw, f"SELECT count(*) FROM {quote(names.view_table(view))}")),
+        int(scalar(raw, f"SELECT count(*) FROM {quote(names.state_table(view))}")),
+        int(scalar(raw, f"SELECT count(*) FROM {quote(names.ordered_state_table(view))}")),
+    )
+
+
+def views_reading(conn: matview.Connection, tables: list[str]) -> list[str]:
+    """Names of the existing views that read any of `tables` (directly or through other
+    views), upstream first."""
+    registry = conn.registry
+    direct = {fold(v.name): v for t in tables for v in registry.views_on(t)}
+    ordered = registry.upstream_first(list(direct.values()))
+    downstream = [v for v in registry.downstream_order(ordered) if fold(v.name) not in direct]
+    return [v.name for v in [*ordered, *downstream]]

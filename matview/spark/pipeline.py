@@ -1,0 +1,288 @@
+"""`backfill`: bulk-load tables with Spark and build their views, exactly as a local CREATE.
+
+Phases (each timed in the returned `Summary`):
+
+1. plan (driver): read the sources' schemas, check existing tables, compile every view
+   against the loaded schema and decide where it is computed (`views.classify`);
+2. load (Spark): each task writes its partition into a SQLite part file and runs the
+   partitioned views' own CREATE on it, exporting their partial states (`tasks`);
+3. merge (Spark): partial states shuffled by (view, operator, key) and merged by the engine's
+   rules, written into merged part files;
+4. write (driver): one transaction ATTACHes the part files, INSERT…SELECTs the rows, writes
+   the merged states through the engine's own `emit`, and computes the remaining views
+   locally (`commit`). A failure anywhere leaves the file as it was.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import matview
+from matview.errors import Error
+from matview.names import fold, is_internal
+from matview.spark import tasks
+from matview.spark.commit import LoadedTable, commit, table_exists, views_reading
+from matview.spark.sources import Source, check_existing, read_source
+from matview.spark.views import ViewJob, classify, scratch_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+MODES = ("create", "replace", "append")
+ViewArg = str | tuple[str, str]
+
+
+@dataclass
+class ViewSummary:
+    name: str
+    where: str  # "spark (<table>)" or "local"
+    reason: str
+    rows: int = 0
+    state_rows: int = 0
+    ordered_state_rows: int = 0
+
+
+@dataclass
+class Summary:
+    db: str
+    mode: str
+    tables: dict[str, int] = field(default_factory=dict)  # rows loaded per table
+    views: list[ViewSummary] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase
+    partitions: int = 0
+
+    @property
+    def rows_loaded(self) -> int:
+        return sum(self.tables.values())
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.phases.values())
+
+
+def _jobs(
+    conn: matview.Connection, views: Iterable[ViewArg], all_views: bool, mode: str, loaded: list[str]
+) -> list[ViewJob]:
+    existing = {fold(v.name): v for v in conn.views()}
+    wanted_existing: list[str] = []
+    new: list[ViewJob] = []
+    for item in views:
+        if isinstance(item, str):
+            if fold(item) not in existing:
+                raise Error(f"no such materialized view: {item} (give NAME=SELECT to create it)")
+            wanted_existing.append(existing[fold(item)].name)
+        else:
+            name, sql = item
+            if fold(name) in existing:
+                raise Error(f"materialized view {name} already exists (name it alone to backfill it)")
+            new.append(ViewJob(name, sql.strip().rstrip(";").strip(), existing=False))
+    if all_views:
+        wanted_existing += [v.name for v in conn.views()]
+    if mode == "append":  # existing views absorb the rows through change capture
+        return [ViewJob(n.name, n.sql, existing=False, reason="append: created after the load") for n in new]
+    forced = views_reading(conn, loaded)  # their table's rows are replaced: rebuilt, upstream first
+    extra = [n for n in dict.fromkeys(wanted_existing) if fold(n) not in {fold(f) for f in forced}]
+    rebuilt = [ViewJob(n, existing[fold(n)].sql, existing=True) for n in [*forced, *extra]]
+    return [*rebuilt, *new]
+
+
+def backfill(
+    spark: SparkSession,
+    db: str,
+    tables: Mapping[str, str],
+    views: Iterable[ViewArg] = (),
+    format: str | None = None,
+    mode: str = "create",
+    all_views: bool = False,
+    staging: str | None = None,
+    _fail_partition: int | None = None,
+) -> Summary:
+    """Load `tables` ({table: path or glob}) into the SQLite file `db` with Spark, and build
+    `views` (names of existing materialized views, or (name, SELECT) pairs to create).
+
+    mode: "create" (tables absent or empty), "replace" (their rows replaced) or "append" (rows
+    added through change capture; views created afterwards by the local CREATE). Every view
+    reading a replaced table is rebuilt in the same transaction."""
+    if mode not in MODES:
+        raise Error(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if not tables:
+        raise Error("backfill needs at least one table to load")
+    summary = Summary(db, mode)
+    started = time.perf_counter()
+    previous_zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    staging_dir = tempfile.mkdtemp(prefix="matview-backfill-", dir=staging or os.path.dirname(os.path.abspath(db)))
+    try:
+        sources, loads, jobs = _plan(spark, db, tables, views, format, mode, all_views, staging_dir)
+        summary.phases["plan"] = time.perf_counter() - started
+        merged = _run_spark(spark, sources, loads, jobs, staging_dir, summary, _fail_partition)
+        started = time.perf_counter()
+        written = commit(db, mode, loads, jobs, merged)
+        summary.phases["write"] = time.perf_counter() - started
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", previous_zone or "UTC")
+        shutil.rmtree(staging_dir, ignore_errors=True)
+    summary.tables = {load.table: load.rows for load in loads}
+    for job in jobs:
+        rows, states, ordered = written.counts.get(job.name, (0, 0, 0))
+        summary.views.append(ViewSummary(job.name, job.where, job.reason, rows, states, ordered))
+    return summary
+
+
+def _plan(
+    spark: SparkSession,
+    db: str,
+    tables: Mapping[str, str],
+    views: Iterable[ViewArg],
+    fmt: str | None,
+    mode: str,
+    all_views: bool,
+    staging_dir: str,
+) -> tuple[list[Source], list[LoadedTable], list[ViewJob]]:
+    conn = matview.connect(db)
+    try:
+        raw = conn.apsw
+        sources: list[Source] = []
+        loads: list[LoadedTable] = []
+        loaded_ddl: dict[str, str] = {}
+        for table, uri in tables.items():
+            if is_internal(table) or table.lower().startswith("sqlite_"):
+                raise Error(f"table {table}: a reserved name")
+            if any(fold(v.name) == fold(table) for v in conn.views()):
+                raise Error(f"{table} is a materialized view, not a table")
+            source = read_source(spark, table, uri, fmt)
+            create_sql = source.create_sql()
+            if table_exists(raw, table):
+                declared = [(str(r[1]), str(r[2])) for r in raw.execute(f"PRAGMA main.table_info({_q(table)})")]
+                check_existing(source, declared)
+                name, create_sql = raw.execute(  # type: ignore[misc]
+                    "SELECT name, sql FROM main.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE",
+                    (table,),
+                ).fetchone()
+                if mode == "create" and raw.execute(f"SELECT 1 FROM main.{_q(name)} LIMIT 1").fetchone():
+                    raise Error(f"table {name} already has rows: use mode replace or append")
+                table = str(name)
+            sources.append(source)
+            loads.append(LoadedTable(table, str(create_sql), tuple(c.name for c in source.columns)))
+            loaded_ddl[fold(table)] = str(create_sql)
+        jobs = _jobs(conn, views, all_views, mode, [load.table for load in loads])
+        if mode != "append":
+            classify(scratch_schema(raw, loaded_ddl), jobs, loaded_ddl)
+        return sources, loads, jobs
+    finally:
+        conn.close()
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _run_spark(
+    spark: SparkSession,
+    sources: list[Source],
+    loads: list[LoadedTable],
+    jobs: list[ViewJob],
+    staging_dir: str,
+    summary: Summary,
+    fail_partition: int | None,
+) -> list[str]:
+    """The load and merge phases; the merged part files' paths."""
+    from pyspark.sql import functions as f
+
+    summary.phases.setdefault("load", 0.0)
+    summary.phases.setdefault("merge", 0.0)
+    driver_version = tasks.versions()
+    cap = max(1, 96 // len(sources))
+    merged: list[str] = []
+    for source, load in zip(sources, loads, strict=True):
+        started = time.perf_counter()
+        partitioned = [j for j in jobs if j.partitioned_on == fold(load.table)]
+        spec = tasks.LoadSpec(
+            load.table,
+            load.create_sql,
+            load.columns,
+            staging_dir,
+            tuple(
+                (j.name, j.sql, j.plan is not None and j.plan.kind == "rows" and not j.plan.distinct)
+                for j in partitioned
+            ),
+            fail_partition,
+        )
+        frame = source.frame
+        if frame.rdd.getNumPartitions() > cap:
+            frame = frame.coalesce(cap)
+        load_fn = functools.partial(tasks.load_partition, spec)
+        out = _spark_call(source, functools.partial(_checkpointed, frame, load_fn))
+        parts = out.where(f.col("kind") == "part").select("path", "rows", "version").collect()
+        summary.partitions += len(parts)
+        for part in parts:
+            if part["version"] != driver_version:
+                raise Error(f"a Spark worker runs {part['version']}, the driver {driver_version}: results would differ")
+        load.parts = [str(p["path"]) for p in parts]
+        load.rows = sum(int(p["rows"]) for p in parts)
+        summary.phases["load"] += time.perf_counter() - started
+        if partitioned:
+            started = time.perf_counter()
+            plans = tuple((j.name, j.plan.to_dict()) for j in partitioned if j.plan is not None)
+            merged += _merge(source, out, tasks.MergeSpec(staging_dir, plans))
+            summary.phases["merge"] += time.perf_counter() - started
+        out.unpersist()
+    return merged
+
+
+def _checkpointed(frame: DataFrame, load_fn: object) -> DataFrame:
+    """Run the load job once: its output (part paths and partial states) kept for the merge."""
+    return frame.mapInArrow(load_fn, tasks.LOAD_DDL).localCheckpoint(eager=True)  # type: ignore[arg-type]
+
+
+def _merge(source: Source, out: DataFrame, spec: tasks.MergeSpec) -> list[str]:
+    from pyspark.sql import functions as f
+
+    kind = f.col("kind")
+    states = (
+        out.where(kind == "state")
+        .groupBy("view", "op", "key")
+        .agg(f.collect_list("value").alias("values"))
+        .withColumn("kind", f.lit("state"))
+    )
+    rows = (
+        out.where(kind == "rows")
+        .groupBy("view", "key")
+        .agg(f.sum("weight").alias("weight"))
+        .where(f.col("weight") != 0)
+        .withColumn("kind", f.lit("rows"))
+    )
+    columns = ["kind", "view", "op", "key", "values", "weight"]
+    typed = {"op": "long", "values": "array<binary>", "weight": "long"}
+
+    def shaped(frame: DataFrame) -> DataFrame:
+        present = set(frame.columns)
+        return frame.select(*(f.col(c) if c in present else f.lit(None).cast(typed[c]).alias(c) for c in columns))
+
+    unified = shaped(states).unionByName(shaped(rows)).coalesce(8)
+    found = _spark_call(
+        source, lambda: unified.mapInArrow(functools.partial(tasks.write_merged, spec), tasks.PART_DDL).collect()
+    )
+    return [str(row["path"]) for row in found]
+
+
+def _spark_call(source: Source, run):  # type: ignore[no-untyped-def]
+    """Run a Spark action; its failure (a corrupt file, a failed task) as a matview.Error."""
+    try:
+        return run()
+    except Error:
+        raise
+    except Exception as exc:
+        text = str(exc)
+        lines = [line for line in text.splitlines() if line.strip()]
+        reason = next((line for line in lines if "Error" in line or "Exception" in line), lines[0] if lines else "")
+        raise Error(
+            f"Spark job over {source.table}={source.uri} failed (nothing was written): {reason[:500]}"
+        ) from None

@@ -1,0 +1,83 @@
+"""The driver's snapshot of a partitioned view: merged partial states written with the engine's
+own code, so the file holds exactly what a local ``CREATE MATERIALIZED VIEW`` stores.
+
+* aggregate: the ordered state (MIN/MAX multisets) of every partition goes in first, weights
+  summed by SQLite's GROUP BY over the attached part files (the ordered state's own key); then the merged
+  group states go through `Aggregate.emit` — which re-seeks MIN/MAX, computes SUM/AVG from
+  the exact sums, evaluates HAVING and post-aggregation expressions — exactly as the local
+  set-at-a-time CREATE ends (`aggregate_sql.sql_step` → `emit`);
+* SELECT DISTINCT: each row's merged count and representative; its shown row once;
+* a row view: its rows with their merged weights.
+
+Progress marks are set at the end of each base table's delta log, as `_populate` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import apsw
+
+from matview import names
+from matview.codec import unpack
+from matview.keys import row_key, row_of
+from matview.lifecycle import Populate, set_snapshot_progress
+from matview.names import quote
+from matview.operators.aggregate import GROUPS_OP
+from matview.operators.distinct import DISTINCT_OP
+from matview.registry import View
+from matview.state import StateStore
+from matview.zset import ZSet
+
+
+def merged_populate(aliases: Sequence[str], loaded: Sequence[str], view_name: str) -> Populate:
+    """A `Populate` reading `view_name`'s merged states from the attached merged part files
+    `aliases`, and its per-partition ordered state from the attached load part files `loaded`."""
+
+    def states(conn: apsw.Connection, op: int) -> Iterator[tuple[bytes, Any]]:
+        for alias in aliases:
+            for key, value in conn.execute(
+                f"SELECT key, value FROM {alias}.state WHERE view = ? AND op = ?", (view_name, op)
+            ):
+                yield bytes(key), unpack(value)
+
+    def populate(conn: apsw.Connection, view: View) -> None:
+        set_snapshot_progress(conn, view)
+        store = StateStore(conn, view.name, writable=True)
+        circuit = view.circuit
+        if circuit.aggregate is not None:
+            aggregate = circuit.aggregate
+            # the multisets of all partitions: weights summed under the ordered state's own key
+            # (SQLite equality of ord, BINARY, and the storage kind), as one table would hold them
+            ostate = quote(names.ordered_state_table(view.name))
+            parts = " UNION ALL ".join(
+                f"SELECT operator_id, key, ord, kind, weight FROM {alias}.{quote(names.ordered_state_table(view_name))}"
+                for alias in loaded
+            )
+            if parts:
+                conn.execute(
+                    f"INSERT INTO {ostate} (operator_id, key, ord, kind, value, weight) "
+                    f"SELECT operator_id, key, ord, kind, NULL, sum(weight) AS w FROM ({parts}) "
+                    "GROUP BY operator_id, key, ord, kind HAVING w <> 0"
+                )
+            groups = dict(states(conn, GROUPS_OP))
+            if not view.entry.plan.has_group_by and aggregate.empty_key not in groups:
+                groups[aggregate.empty_key] = aggregate.fresh_group(())
+            delta = aggregate.emit(groups, store)
+            view.table.insert_initial(conn, delta)
+        elif circuit.distinct is not None:
+            shown: ZSet[bytes] = ZSet()
+            for key, state in states(conn, DISTINCT_OP):
+                store.put(DISTINCT_OP, key, state)
+                shown.add(row_key(state[1]), 1)
+            view.table.insert_initial(conn, shown)
+        else:
+            marks = ", ".join("?" for _ in range(len(view.table.columns) + 2))
+            insert = f"INSERT INTO {view.table.table} ({view.table.select_columns}) VALUES ({marks})"
+            for alias in aliases:
+                rows = conn.cursor().execute(f"SELECT key, weight FROM {alias}.rows WHERE view = ?", (view_name,))
+                conn.executemany(insert, ((*row_of(bytes(key)), bytes(key), weight) for key, weight in rows))
+        store.flush()
+
+    return populate

@@ -1,0 +1,140 @@
+"""Which views Spark can compute exactly by partitions, and which the driver computes locally.
+
+A view is *partitioned* when its CREATE over the union of the parts equals the merge of its
+CREATEs over each part, by rules the engine itself implements (`Aggregate.merge`,
+`Distinct.merge`, view rows keyed by identity): one base table (one that is being loaded),
+read directly (no upstream view, plain view, subquery or set operation), no user function
+(the workers do not have it), and
+
+* a row view (σ/π): its rows add up by identity key;
+* SELECT DISTINCT with one variant per row (BINARY, typed columns): the counts add;
+* an aggregate with exact groups whose aggregates are COUNT/SUM/TOTAL/AVG/MIN/MAX without
+  DISTINCT; with MIN/MAX only where every collation involved is BINARY (the ordered state
+  merges entries by SQLite equality, which BINARY makes byte equality modulo 1 = 1.0).
+
+Every other view is computed *locally*: by the engine's own CREATE on the driver, after the
+load, in the same final transaction. Never approximately.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import apsw
+
+from matview.errors import Error
+from matview.frontend import compile_select
+from matview.names import fold, quote
+from matview.plan import Plan
+from matview.sqltext import tokenize
+
+
+@dataclass
+class ViewJob:
+    name: str
+    sql: str
+    existing: bool  # a view already in the file (rebuilt), or one to create
+    plan: Plan | None = None  # compiled against the loaded schema; None: compiled in the final transaction
+    partitioned_on: str | None = None  # the loaded table whose parts compute it
+    reason: str = ""  # why it is computed locally
+
+    @property
+    def where(self) -> str:
+        return f"spark ({self.partitioned_on})" if self.partitioned_on else "local"
+
+
+def _binary_only(plan: Plan, sql: str, table_sql: str) -> bool:
+    collations = {c[2].upper() for _, sig in plan.signatures for c in sig}
+    if collations - {"BINARY"}:
+        return False
+    words = {str(token.text).upper() for token in tokenize(sql)}
+    return "COLLATE" not in words and "COLLATE" not in table_sql.upper()
+
+
+def local_reason(plan: Plan, sql: str, loaded: dict[str, str]) -> str | None:
+    """Why `plan` cannot be computed by partitions of a loaded table (None: it can).
+    `loaded`: folded name → DDL of every table being loaded."""
+    if plan.upstreams or plan.plain_views:
+        return "it reads a view"
+    if len(set(plan.sources)) != 1:
+        return "a join: its inputs are not co-partitioned"
+    if len(plan.sources) != 1:
+        return "a self-join"
+    if fold(plan.sources[0]) not in loaded:
+        return "its table is not being loaded"
+    if plan.arms or plan.set_operation or plan.root_recompute or plan.subquery_reach or plan.subquery_probes:
+        return "a set operation or subquery"
+    if plan.functions:
+        return "it calls user functions the workers lack"
+    if plan.kind == "rows":
+        if plan.distinct and not plan.exact_distinct:
+            return "DISTINCT over values with several variants (collations, untyped columns)"
+        return None
+    if plan.distinct:
+        return "DISTINCT over an aggregate"
+    if not plan.exact_groups:
+        return "GROUP BY over values with several variants (collations, untyped columns)"
+    if plan.rowid_column is not None:
+        return "an aggregate ordered by rowid (GROUP_CONCAT)"
+    for spec in plan.aggs:
+        if spec.distinct or spec.func not in ("count", "sum", "total", "avg", "min", "max"):
+            return f"{spec.sql or spec.func} has no partial-state merge"
+    minmax = any(s.func in ("min", "max") for s in plan.aggs)
+    if minmax and not _binary_only(plan, sql, loaded[fold(plan.sources[0])]):
+        return "MIN/MAX under a collation other than BINARY"
+    return None
+
+
+def scratch_schema(target: apsw.Connection, loaded: dict[str, str]) -> apsw.Connection:
+    """An in-memory database with the file's user tables, the loaded tables as they will be
+    created, and its plain views: where new views are compiled before any Spark work."""
+    scratch = apsw.Connection(":memory:")
+    rows = target.execute(
+        "SELECT type, name, sql FROM main.sqlite_master WHERE type IN ('table', 'view') AND sql IS NOT NULL "
+        "AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '\\_\\_dbsp\\_%' ESCAPE '\\' ORDER BY type = 'view'"
+    ).fetchall()
+    for kind, name, sql in rows:
+        if kind == "table" and fold(str(name)) in loaded:
+            continue
+        try:
+            scratch.execute(str(sql))
+        except apsw.Error:
+            pass  # a plain view over something absent here: views reading it compile later
+    for ddl in loaded.values():
+        scratch.execute(ddl)
+    return scratch
+
+
+def classify(scratch: apsw.Connection, jobs: list[ViewJob], loaded: dict[str, str]) -> None:
+    """Compile each view against the loaded schema and decide where it is computed."""
+    for job in jobs:
+        try:
+            compiled = compile_select(scratch, job.sql, True)
+        except Error as exc:
+            if not job.existing and _reads_only_tables(scratch, job.sql):
+                raise Error(f"view {job.name}: {exc}") from None
+            job.reason = "it reads a materialized view"
+            continue
+        job.plan = compiled.plan
+        reason = local_reason(compiled.plan, job.sql, loaded)
+        if reason is None:
+            job.partitioned_on = next(t for t in loaded if t == fold(compiled.plan.sources[0]))
+        else:
+            job.reason = reason
+
+
+def _reads_only_tables(scratch: apsw.Connection, sql: str) -> bool:
+    """Whether every name in `sql` that could be a source exists in the scratch schema (then
+    a compile error there is the view's own fault, reported before Spark starts)."""
+    known = {fold(str(n)) for (n,) in scratch.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    tokens = tokenize(sql)
+    return all(
+        fold(str(token.text).strip('"`[]')) in known
+        for before, token in itertools.pairwise(tokens)
+        if str(before.text).upper() in ("FROM", "JOIN")
+    )
+
+
+def quoted_create(name: str, sql: str) -> str:
+    return f"CREATE MATERIALIZED VIEW {quote(name)} AS {sql}"
