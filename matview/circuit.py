@@ -282,10 +282,10 @@ class Circuit:
         would count ΔA ⋈ ΔB twice). The fold, which writes, has applied the ΔV of every
         upstream view first; a reader, which does not, reads their storage as it was."""
         ranges = {table: span for table, span in ranges.items() if table in self.delta_terms.tables}
-        if self.plan.root_recompute:  # (with no change, it may still have to follow a new query plan)
-            return self.step(partition.root_delta(conn, self.delta_terms, ranges, store), store)
         if not ranges:
             return ZSet()
+        if self.plan.root_recompute:
+            return self.step(partition.root_delta(conn, self.delta_terms, ranges, store), store)
         applied = store.writable
         if sum(hi - lo for lo, hi in ranges.values()) >= BULK_ROWS and store.writable:
             source = " UNION ALL ".join(self.delta_terms.terms(frozenset(ranges), applied))

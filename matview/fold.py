@@ -65,11 +65,6 @@ def _inputs(
     return ranges, inputs
 
 
-def _unprompted(view: View) -> bool:
-    """Whether a view may change with no pending change (see `partition.plans_changed`)."""
-    return view.entry.plan.scan_order_guard
-
-
 def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) -> ZSet[bytes]:
     """ΔV of the not-yet-folded deltas, computed without writing anything but the temp ΔV
     tables of the views it reads (readers)."""
@@ -78,7 +73,7 @@ def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) ->
     for current in registry.upstream_order(view):
         _ranges, inputs = _inputs(conn, current, changes)
         store = StateStore(conn, current.name, writable=False)
-        delta = _view_delta(conn, current, inputs, store) if inputs or _unprompted(current) else ZSet()
+        delta = _view_delta(conn, current, inputs, store) if inputs else ZSet()
         if current is not view:
             upstream.write_delta(conn, current.name, len(current.entry.plan.columns), delta)
             changes[names.fold(current.name)] = len(delta)
@@ -98,7 +93,7 @@ def fold_view(
     folded. A small ΔV is computed without writing (state is buffered), so only the
     set-at-a-time path, which updates ordered state as it goes, needs a savepoint."""
     ranges, inputs = _inputs(conn, view, upstream_changes or {})
-    if not inputs and not _unprompted(view):
+    if not inputs:
         return ranges, ZSet()
     store = StateStore(conn, view.name, writable=True)
     set_at_a_time = view.circuit.writes_while_computing(sum(hi - lo for lo, hi in inputs.values()))

@@ -26,7 +26,6 @@ import apsw
 from sqlglot.tokens import TokenType
 
 from matview import names
-from matview.db import scalar
 from matview.from_items import JOIN_WORDS, OUTER_WORDS
 from matview.keys import row_key, row_of
 from matview.names import quote
@@ -40,8 +39,6 @@ if TYPE_CHECKING:
 
 #: state entries of a root-recompute view: per root (its key), the stage-1 rows it gives
 ROOTS_OPERATOR = -1
-#: and the fingerprint of the query plans they were computed with (see `plans_changed`)
-PLANS_OPERATOR = -2
 
 #: the tokens that start the next FROM item (a join operator)
 _JOIN_SEPARATORS = {TokenType.COMMA, *JOIN_WORDS, *OUTER_WORDS}
@@ -152,50 +149,12 @@ def _states(
     return [new] if changed == {table} and sources.count(table) == 1 else [new, old]
 
 
-def plans_fingerprint(conn: apsw.Connection, plan: Plan) -> str:
-    """What SQLite's choice of query plan over the view's tables depends on: their indexes and
-    the statistics ANALYZE keeps (a subquery's REAL sum follows the order its plan reads rows)."""
-    tables = plan.base_tables
-    marks = ", ".join("?" for _ in tables)
-    indexes = scalar(
-        conn,
-        "SELECT group_concat(name || ':' || coalesce(sql, ''), ';') FROM (SELECT name, sql FROM main.sqlite_master "
-        f"WHERE type = 'index' AND tbl_name COLLATE NOCASE IN ({marks}) ORDER BY name)",
-        tables,
-    )
-    stats = None
-    if conn.execute("SELECT 1 FROM main.sqlite_master WHERE name = 'sqlite_stat1'").fetchone():
-        stats = scalar(
-            conn,
-            "SELECT group_concat(tbl || ':' || coalesce(idx, '') || ':' || stat, ';') FROM (SELECT * FROM "
-            f"main.sqlite_stat1 WHERE tbl COLLATE NOCASE IN ({marks}) ORDER BY tbl, idx)",
-            tables,
-        )
-    return f"{indexes or ''}|{stats or ''}"
-
-
-def plans_changed(conn: apsw.Connection, plan: Plan, store: StateStore) -> bool:
-    """Whether the query plans of a view whose values may follow scan order could differ from
-    those its roots' rows were computed with (then every root is re-evaluated, once)."""
-    if not plan.scan_order_guard:
-        return False
-    now = plans_fingerprint(conn, plan)
-    if store.get(PLANS_OPERATOR, b"") == now:
-        return False
-    store.put(PLANS_OPERATOR, b"", now)
-    return True
-
-
 def root_delta(conn: apsw.Connection, terms: DeltaTerms, ranges: Ranges, store: StateStore) -> list[tuple[Any, ...]]:
     """Stage-1 rows (with weights) of the pending changes `ranges`: the reached roots' rows
     now, less the rows they had (kept in `store`), which are replaced."""
-    width = _key_width(terms.plan)
-    if plans_changed(conn, terms.plan, store):
-        return _replace_roots(store, store.keys(ROOTS_OPERATOR), conn.execute(_every_root(terms.plan)), width)
-    if not ranges:
-        return []
     params = terms.parameters(ranges)
     reach, rows = root_queries(terms, frozenset(ranges))
+    width = _key_width(terms.plan)
     # every root (reach None): those that had rows; those with rows now come from `rows`
     roots = store.keys(ROOTS_OPERATOR) if reach is None else {row_key(r) for r in conn.execute(reach, params)}
     return _replace_roots(store, roots, conn.execute(rows, params), width)
@@ -211,14 +170,11 @@ def root_key(plan: Plan) -> str:
 
 def populate_roots(conn: apsw.Connection, terms: DeltaTerms, store: StateStore) -> list[tuple[Any, ...]]:
     """The initial snapshot of a root-recompute view: every root's stage-1 rows, kept."""
-    plans_changed(conn, terms.plan, store)  # (records the plans the rows are computed with)
-    return _replace_roots(store, set(), conn.execute(_every_root(terms.plan)), _key_width(terms.plan))
-
-
-def _every_root(plan: Plan) -> str:
-    """The stage-1 rows of every root, each with its root's key before the weight."""
+    plan = terms.plan
+    key = root_key(plan)
     sources = {f"source{i}": f"main.{quote(t)}" for i, t in enumerate(plan.sources)}
-    return render(plan.stage1, weight=f"{root_key(plan)}, 1", outer=plan.outer_kind, **sources)
+    rows = conn.execute(render(plan.stage1, weight=f"{key}, 1", outer=plan.outer_kind, **sources))
+    return _replace_roots(store, set(), rows, _key_width(plan))
 
 
 def _key_width(plan: Plan) -> int:

@@ -147,9 +147,6 @@ class Plan:
     set_operation: str = ""  # "INTERSECT" or "EXCEPT" (counted per arm; UNION is `distinct`)
     plain_views: tuple[tuple[str, str], ...] = ()  # plain views the SELECT reads (inlined): name, CREATE VIEW text
     upstreams: tuple[Upstream, ...] = ()  # sources that are materialized views (see `matview.upstream`)
-    #: its subqueries' values may follow SQLite's scan order (a REAL sum): a change of the tables'
-    #: indexes or statistics re-evaluates every root (see `partition.plans_changed`)
-    scan_order_guard: bool = False
     internal_nodes: tuple[str, ...] = ()  # hidden views made for its derived tables (see `matview.nodes`)
 
     @property

@@ -4,22 +4,14 @@ user's own text like the tables of the outer FROM, so a term can put a table's o
 its place — the expressions stay SQLite's to evaluate, NULL semantics of IN included.
 
 A view with subqueries is maintained by partition recompute per row of its first table
-(`partition`, RELATIONAL.md R4): a change of the first table reaches its own rows; a change
-of a table a subquery reads reaches the outer rows whose subquery reads a changed row (every
-row for an uncorrelated one).
-
-A subquery's value may follow the order SQLite reads rows in: the first row of a scalar
-subquery that returns several, GROUP_CONCAT, a REAL sum's rounding, which of 'a' and 'A' a
-NOCASE DISTINCT keeps. For the same rows and the same query plan that order is the same, and
-a root is re-evaluated whenever a row its subquery reads changes; a change of the plans
-themselves (an index created or dropped, ANALYZE) re-evaluates every root
-(`partition.plans_changed`). So the stored rows are always what SQLite computes now.
+(`circuit.DeltaTerms._root_terms`, RELATIONAL.md R4): a change of the first table reaches its
+own rows; a change of a table a subquery reads may flip the subquery's value for any outer
+row, so it reaches every row (the cost of a changed uncorrelated value that every row reads).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from dataclasses import replace
 
 import apsw
@@ -41,9 +33,9 @@ from matview.sqltext import (
     Span,
     Token,
     depth_walk,
-    split_top_level,
     tokenize,
 )
+from matview.subquery_values import equalities, reads_table, refuse_unstable_value
 
 #: clause keywords that end a subquery's FROM clause at its depth
 _AFTER_FROM = (
@@ -139,6 +131,8 @@ def _split(
         end = _select_end(tokens, depths, index)
         own = [i for i in range(index, end) if depths[i] == depth]
         for i in own:
+            if tokens[i].kind == TokenType.LIMIT or tokens[i].text.upper() == "OFFSET":
+                raise UnsupportedQuery("LIMIT/OFFSET inside a subquery is not supported yet")
             if tokens[i].is_name and tokens[i].text.lower() in ROWID_NAMES:
                 raise UnsupportedQuery(f"{tokens[i].text} inside a subquery is not supported")
         from_at = next((i for i in own if tokens[i].kind == TokenType.FROM), None)
@@ -161,6 +155,9 @@ def _split(
         if any(fold(tokens[i].text) in aliases for i in range(from_at, where_end) if tokens[i].is_name):
             mine = []  # its WHERE names its own select-list alias: no FROM … WHERE of its own to reach by
         selects.append((index, end, from_at, where_end, mine))
+    for index, token in enumerate(tokens[:-1]):
+        if token.kind == TokenType.L_PAREN and tokens[index + 1].kind == TokenType.SELECT:
+            refuse_unstable_value(conn, text, tokens, index)
     numbers = []
     for _start, _end, table, alias, _aliased in references:
         numbers.append(first + len(occurrences))
@@ -250,7 +247,6 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
             dict.fromkeys([*plan.stable_rowid_tables, *(t.name for t in tables.values() if t.has_rowid and t.ipk)])
         ),
         root_recompute=True,
-        scan_order_guard=True,
         outer_key=source.occurrences[0].table.stable_key or plan.outer_key,
         root_key_nullable=source.occurrences[0].table.key_may_be_null,
         subquery_probes=tuple(dict.fromkeys(probes)),
@@ -284,29 +280,3 @@ def _joinable(
                 joinable = False
         found.append((numbers, template, joinable))
     return tuple(found)
-
-
-def equalities(text: str, where: Span) -> Iterator[tuple[tuple[Token, ...], tuple[Token, ...]]]:
-    """The two sides of each top-level `a = b` conjunct of a WHERE clause."""
-    for conjunct in split_top_level(text, where.tokens, TokenType.AND):
-        toks = conjunct.tokens
-        depths = depth_walk(toks)
-        equals = [i for i, (t, d) in enumerate(zip(toks, depths)) if d == 0 and t.kind == TokenType.EQ]
-        either = any(d == 0 and t.kind == TokenType.OR for t, d in zip(toks, depths))
-        if len(equals) == 1 and not either:
-            yield toks[: equals[0]], toks[equals[0] + 1 :]
-
-
-def reads_table(tokens: tuple[Token, ...], alias: str, names_: set[str]) -> bool:
-    """Whether `tokens` may name a column of the subquery's own table (unqualified or by alias)."""
-    for index, token in enumerate(tokens):
-        if not token.is_name:
-            continue
-        qualified = index and tokens[index - 1].kind == TokenType.DOT
-        if qualified:
-            if fold(tokens[index - 2].text) == fold(alias):
-                return True
-            continue
-        if fold(token.text) in names_ or fold(token.text) == fold(alias):
-            return True
-    return False

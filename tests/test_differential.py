@@ -720,6 +720,7 @@ UNSUPPORTED_VIEWS = [
     "SELECT i FROM f LIMIT 2",
     "SELECT i FROM f ORDER BY i LIMIT 1 OFFSET 1",
     "SELECT SUM(i) OVER () FROM f",
+    "SELECT (SELECT MAX(i) FROM f LIMIT 1) FROM f",
     "SELECT i, count(*) FROM f GROUP BY i HAVING count(*) > (SELECT 1)",
     "SELECT i FROM (SELECT json_group_array(i) AS i FROM f)",
     "SELECT random() FROM f",

@@ -1,0 +1,201 @@
+"""Which subqueries have a value that does not depend on the order SQLite visits rows.
+
+Partition recompute (`partition`) re-evaluates a root's rows later, over other query plans,
+and must reproduce the value stored then, bit for bit. So a subquery is refused where its
+value follows the scan order: ordered aggregates (GROUP_CONCAT), sums of values that may be
+REAL (rounding), MIN/MAX/DISTINCT/GROUP BY/UNION where equal values can differ (which one
+is kept), a bare column beside an aggregate, and a scalar subquery that may return several
+rows (SQLite takes the first) — unless it is an aggregate or a lookup by INTEGER PRIMARY KEY.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import apsw
+from sqlglot.tokens import TokenType
+
+from matview.errors import UnsupportedQuery
+from matview.from_items import FromItem, read_from_items
+from matview.names import fold
+from matview.schema import Column, TableInfo, affinity, has_one_variant, read_table
+from matview.sqltext import (
+    SET_OPERATIONS,
+    AggregateCall,
+    Clauses,
+    Span,
+    Token,
+    depth_walk,
+    excerpt,
+    find_aggregate_calls,
+    matching_paren,
+    split_clauses,
+    split_top_level,
+    tokenize,
+)
+
+
+def equalities(text: str, where: Span) -> Iterator[tuple[tuple[Token, ...], tuple[Token, ...]]]:
+    """The two sides of each top-level `a = b` conjunct of a WHERE clause."""
+    for conjunct in split_top_level(text, where.tokens, TokenType.AND):
+        toks = conjunct.tokens
+        depths = depth_walk(toks)
+        equals = [i for i, (t, d) in enumerate(zip(toks, depths)) if d == 0 and t.kind == TokenType.EQ]
+        either = any(d == 0 and t.kind == TokenType.OR for t, d in zip(toks, depths))
+        if len(equals) == 1 and not either:
+            yield toks[: equals[0]], toks[equals[0] + 1 :]
+
+
+#: aggregates whose value inside a subquery does not depend on the order SQLite scans rows in
+_ORDER_FREE = {"count", "min", "max"}
+_SUMS = {"sum", "total", "avg"}
+
+
+def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token], open_index: int) -> None:
+    """A subquery's value must not depend on the order SQLite visits rows: a delta term
+    evaluates it over other sources (a table's old state) and must reproduce, bit for bit,
+    the value computed when the row was stored. Refused: GROUP_CONCAT and other ordered
+    aggregates; SUM/TOTAL/AVG of columns that may hold REALs (their rounding follows the
+    order: only an INTEGER PRIMARY KEY or an INTEGER column of a STRICT table is safe);
+    MIN/MAX, DISTINCT, GROUP BY and UNION/INTERSECT/EXCEPT where equal values can differ
+    (which one is kept follows the order); a scalar subquery that may return several rows
+    (SQLite takes the first)."""
+    close = matching_paren(tokens, open_index)
+    body = text[tokens[open_index + 1].start : tokens[close - 1].end]
+    inner = tokenize(body)
+    clauses = split_clauses(body, inner)
+    items = [span for span in split_top_level(body, clauses.select.tokens) if span]
+    tables = [i for i in read_from_items(body, list(clauses.from_.tokens), check=True) if i.name is not None]
+    calls = find_aggregate_calls(body, clauses.select.tokens) + find_aggregate_calls(body, clauses.having.tokens)
+    depths = depth_walk(inner)
+    for index, (token, d) in enumerate(zip(inner, depths)):
+        after = inner[index + 1].kind if index + 1 < len(inner) else None
+        dedup = token.kind in SET_OPERATIONS and not (token.kind == TokenType.UNION and after == TokenType.ALL)
+        if d == 0 and (dedup or token.kind in (TokenType.DISTINCT, TokenType.GROUP_BY)):
+            raise UnsupportedQuery(
+                f"{token.text.upper()} inside a subquery: which of equal values (1 and 1.0, 'a' and 'A' under "
+                "NOCASE) it keeps depends on the order SQLite scans the rows; not supported yet"
+            )
+    for call in calls:
+        if call.name == "count" or (call.name in _ORDER_FREE and _exact_column(conn, call.args[0].tokens, tables)):
+            continue
+        if call.name in _SUMS and len(call.args) == 1 and _integer_column(conn, call.args[0].tokens, tables):
+            continue
+        raise UnsupportedQuery(
+            f"{call.name}() inside a subquery: its value depends on the order SQLite scans the rows "
+            "(COUNT, MIN/MAX of a typed BINARY column, SUM/TOTAL/AVG of an INTEGER PRIMARY KEY or of an "
+            "INTEGER column of a STRICT table are supported there)"
+        )
+    if calls and not clauses.group:
+        _refuse_bare_columns(body, clauses, calls)
+    before = tokens[open_index - 1].kind if open_index else None
+    if before in (TokenType.IN, TokenType.EXISTS):
+        return  # a set: the order of its rows does not matter
+    compound = any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(inner, depths))
+    # an aggregate without GROUP BY is one row (bare columns are refused above); so is no FROM
+    one_row = not clauses.group and not compound and (bool(calls) or not clauses.from_) and bool(items)
+    if one_row or (not compound and not clauses.group and _unique_lookup(conn, body, clauses, tables)):
+        return
+    raise UnsupportedQuery(
+        f"scalar subquery ({excerpt(body)}) may return several rows, and SQLite takes the first in an unspecified "
+        "order; aggregate it (max(), min(), count()) or look it up by INTEGER PRIMARY KEY"
+    )
+
+
+def _exact_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]) -> bool:
+    """Whether `tokens` is a plain column whose equal values are identical (typed, BINARY)."""
+    column = _plain_column(conn, tokens, tables)
+    return column is not None and has_one_variant(column.decltype, column.collation)
+
+
+def _refuse_bare_columns(body: str, clauses: Clauses, calls: list[AggregateCall]) -> None:
+    """An aggregate subquery's select list may read columns only inside its aggregates: a
+    bare column comes from an arbitrary row (SQLite's choice follows the scan order)."""
+    toks = clauses.select.tokens
+    covered = {i for call in calls for i in range(call.first, call.last)}
+    for index, token in enumerate(toks):
+        if index in covered or token.kind not in (TokenType.VAR, TokenType.IDENTIFIER):
+            continue
+        if index + 1 < len(toks) and toks[index + 1].kind in (TokenType.L_PAREN, TokenType.DOT):
+            continue  # a function's name, or a table's before its column
+        raise UnsupportedQuery(
+            f"column {token.text} outside the aggregates of an aggregating subquery: SQLite takes it from an "
+            "arbitrary row"
+        )
+
+
+def _integer_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]) -> bool:
+    """Whether `tokens` is a column that holds only integers: an INTEGER column of a STRICT
+    table, or an INTEGER PRIMARY KEY (INTEGER affinity alone still keeps 1.5 or 1e308 as REAL,
+    whose sums round in scan order)."""
+    found = _plain_column_of(conn, tokens, tables)
+    if found is None:
+        return False
+    table, column = found
+    return (table.strict and affinity(column.decltype) == "INTEGER") or fold(table.ipk or "") == fold(column.name)
+
+
+def _plain_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]) -> Column | None:
+    """The column `tokens` names, when it is exactly a column of one of `tables`."""
+    found = _plain_column_of(conn, tokens, tables)
+    return None if found is None else found[1]
+
+
+def _plain_column_of(
+    conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]
+) -> tuple[TableInfo, Column] | None:
+    """The table and column `tokens` names, when it is exactly a column of one of `tables`."""
+    name = tokens[-1].text if tokens and tokens[-1].is_name else None
+    if name is None or len(tokens) not in (1, 3):
+        return None
+    candidates = [i for i in tables if len(tokens) == 1 or fold(i.alias) == fold(tokens[0].text)]
+    infos = [read_table(conn, i.name or "") for i in candidates]
+    found = [(info, column) for info in infos if (column := info.column(name)) is not None]
+    return found[0] if len(found) == 1 else None
+
+
+def _unique_lookup(conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem]) -> bool:
+    """A single-table subquery whose WHERE has a conjunct `key = expr` on its INTEGER PRIMARY
+    KEY (or rowid), where expr does not read that table: at most one row."""
+    if len(tables) != 1 or not clauses.where:
+        return False
+    item = tables[0]
+    table = read_table(conn, item.name or "")
+    keys = {"rowid", "_rowid_", "oid"} | ({fold(table.ipk)} if table.ipk else set())
+    if not table.has_rowid:
+        keys = {fold(table.primary_key[0])} if len(table.primary_key) == 1 else set()
+        column = table.column(table.primary_key[0]) if keys else None
+        if column is None or affinity(column.decltype) != "INTEGER":
+            return False
+    own = {fold(c.name) for c in table.columns} | {"rowid", "_rowid_", "oid"}
+    for left, right in equalities(body, clauses.where):
+        for key_side, other in ((left, right), (right, left)):
+            if _is_column(key_side, item.alias, keys) and not reads_table(other, item.alias, own):
+                return True
+    return False
+
+
+def _is_column(tokens: tuple[Token, ...], alias: str, names_: set[str]) -> bool:
+    if len(tokens) == 1:
+        return tokens[0].is_name and fold(tokens[0].text) in names_
+    return (
+        len(tokens) == 3
+        and tokens[1].kind == TokenType.DOT
+        and fold(tokens[0].text) == fold(alias)
+        and fold(tokens[2].text) in names_
+    )
+
+
+def reads_table(tokens: tuple[Token, ...], alias: str, names_: set[str]) -> bool:
+    """Whether `tokens` may name a column of the subquery's own table (unqualified or by alias)."""
+    for index, token in enumerate(tokens):
+        if not token.is_name:
+            continue
+        qualified = index and tokens[index - 1].kind == TokenType.DOT
+        if qualified:
+            if fold(tokens[index - 2].text) == fold(alias):
+                return True
+            continue
+        if fold(token.text) in names_ or fold(token.text) == fold(alias):
+            return True
+    return False
