@@ -187,42 +187,104 @@ class DeltaTerms:
         old state is stored) and pad(a) is a's row with N's columns NULL — evaluated by SQLite
         with the user's own select list and WHERE over `a LEFT JOIN (N LIMIT 0)`, so IS NULL,
         COALESCE, CASE and COUNT(b.x) over padded rows are SQLite's. A row's padding can flip
-        only if ΔN matches it: the term visits those rows alone (found from ΔN, by index)."""
+        only if ΔN matches it: the term visits those rows alone (found from ΔN, by index).
+
+        `A FULL JOIN B` pads both sides, each telescoped so that the padded side is always a
+        real (new) state:
+
+            ΔA ⟕ B_new  +  A_new ⟖ ΔB  −  ΔA ⋈ ΔB        the inner join, and the padding of Δ rows
+          + Σ_{b ∈ B_old reached by ΔA} w(b)·([m_new(b) = 0] − [m_old(b) = 0])·pad(b)
+          + Σ_{a ∈ A_old reached by ΔB} w(a)·([n_new(a) = 0] − [n_old(a) = 0])·pad(a)
+        """
         plan = self.plan
+        if plan.outer_kind == "FULL":
+            return self._full_terms(changed)
         kept = 1 if plan.outer_kind == "RIGHT" else 0
         nulled = 1 - kept
-        preserved, nullable = plan.sources[kept], plan.sources[nulled]
-        kept_alias, nulled_alias = quote(plan.aliases[kept]), quote(plan.aliases[nulled])
-        weight = quote(names.WEIGHT)
-        on = plan.outer_on
-        base_kept, base_nulled = f"main.{quote(preserved)}", f"main.{quote(nullable)}"
-        delta_kept = self._delta_sources[self.tables.index(preserved)]
-        delta_nulled = self._delta_sources[self.tables.index(nullable)]
-
-        def term(kept_source: str, nulled_source: str, weights: list[str], outer: str, reach: str = "") -> str:
-            sources = {f"source{kept}": kept_source, f"source{nulled}": nulled_source}
-            return render(plan.stage1, weight=" * ".join(weights), outer=outer, reach=reach, **sources)
-
+        preserved = plan.sources[kept]
         terms: list[str] = []
         kept_changed = preserved in changed
         if kept_changed:
-            terms.append(term(delta_kept, base_nulled, [f"{kept_alias}.{weight}"], plan.outer_kind))
-        if nullable not in changed:
+            terms.append(
+                self._outer_term(kept, self._delta_of(kept), nulled, self._base(nulled), [kept], plan.outer_kind)
+            )
+        if plan.sources[nulled] not in changed:
             return terms
-        old_kept = self._old_source(self.tables.index(preserved), preserved) if kept_changed else base_kept
-        kept_weight = [f"{kept_alias}.{weight}"] if kept_changed else []
-        terms.append(term(old_kept, delta_nulled, [*kept_weight, f"{nulled_alias}.{weight}"], ""))
-        matches = f"(SELECT count(*) FROM {base_nulled} AS {nulled_alias} WHERE ({on}))"
-        in_delta = f"{delta_nulled} AS {nulled_alias} WHERE ({on})"
-        net = f"(SELECT coalesce(sum({nulled_alias}.{weight}), 0) FROM {in_delta})"
+        old_kept = self._old_source(self.tables.index(preserved), preserved) if kept_changed else self._base(kept)
+        weighted = [kept, nulled] if kept_changed else [nulled]
+        terms.append(self._outer_term(kept, old_kept, nulled, self._delta_of(nulled), weighted, ""))
+        terms.append(self._flip_term(kept, old_kept, kept_changed, nulled, plan.outer_key))
+        return terms
+
+    def _full_terms(self, changed: frozenset[str]) -> list[str]:
+        plan = self.plan
+        terms: list[str] = []
+        a_changed, b_changed = plan.sources[0] in changed, plan.sources[1] in changed
+        old = [
+            self._old_source(self.tables.index(table), table) if table in changed else self._base(i)
+            for i, table in enumerate(plan.sources[:2])
+        ]
+        if a_changed:
+            terms.append(self._outer_term(0, self._delta_of(0), 1, self._base(1), [0], "LEFT"))
+            terms.append(self._flip_term(1, old[1], b_changed, 0, plan.full_key))
+        if b_changed:
+            terms.append(self._outer_term(0, self._base(0), 1, self._delta_of(1), [1], "RIGHT"))
+            terms.append(self._flip_term(0, old[0], a_changed, 1, plan.outer_key))
+        if a_changed and b_changed:  # ΔA ⋈ ΔB is in both outer terms above: once is right
+            terms.append(self._outer_term(0, self._delta_of(0), 1, self._delta_of(1), [0, 1], "", negate=True))
+        return terms
+
+    def _base(self, occurrence: int) -> str:
+        return f"main.{quote(self.plan.sources[occurrence])}"
+
+    def _delta_of(self, occurrence: int) -> str:
+        return self._delta_sources[self.tables.index(self.plan.sources[occurrence])]
+
+    def _outer_term(
+        self,
+        first: int,
+        first_source: str,
+        second: int,
+        second_source: str,
+        weighted: list[int],
+        outer: str,
+        negate: bool = False,
+    ) -> str:
+        """The stage-1 SELECT over two sources, the weights of `weighted` multiplied (an outer
+        join's padded side is always a real state, never weighted: its padding needs real rows)."""
+        weight = quote(names.WEIGHT)
+        weights = [f"{quote(self.plan.aliases[o])}.{weight}" for o in weighted]
+        sign = "-" if negate else ""
+        sources = {f"source{first}": first_source, f"source{second}": second_source}
+        return render(self.plan.stage1, weight=sign + " * ".join(weights), outer=outer, **sources)
+
+    def _flip_term(
+        self, kept: int, kept_source: str, kept_weighted: bool, nulled: int, key_columns: tuple[str, ...]
+    ) -> str:
+        """Σ over rows of `kept_source` that ΔN reaches: w·([n_new = 0] − [n_old = 0])·pad, where
+        n counts a row's matches in N (n_old = n_new − the weights of its matches in ΔN)."""
+        plan = self.plan
+        kept_alias, nulled_alias = quote(plan.aliases[kept]), quote(plan.aliases[nulled])
+        weight = quote(names.WEIGHT)
+        on, nullable = plan.outer_on, plan.sources[nulled]
+        delta_nulled = self._delta_of(nulled)
+        matches = f"(SELECT count(*) FROM {self._base(nulled)} AS {nulled_alias} WHERE ({on}))"
+        net = f"(SELECT coalesce(sum({nulled_alias}.{weight}), 0) FROM {delta_nulled} AS {nulled_alias} WHERE ({on}))"
         flip = f"(({matches} = 0) - ({matches} - {net} = 0))"
-        key = ", ".join(f"{kept_alias}.{quote(k)}" for k in plan.outer_key)  # a rowid name or the (NOT NULL) PK
-        pairs = f"{delta_nulled} AS {nulled_alias} JOIN {old_kept} AS {kept_alias} ON ({on})"
+        key = ", ".join(f"{kept_alias}.{quote(k)}" for k in key_columns)  # a rowid name or the (NOT NULL) PK
+        pairs = f"{delta_nulled} AS {nulled_alias} JOIN {kept_source} AS {kept_alias} ON ({on})"
         reached = f"({key}) IN (SELECT {key} FROM {pairs})"
         joiner = "AND" if plan.outer_where else "WHERE"
-        empty_nulled = f"(SELECT {self.table_columns(nullable)} FROM {base_nulled} LIMIT 0)"
-        terms.append(term(old_kept, empty_nulled, [*kept_weight, flip], plan.outer_kind, f" {joiner} {reached}"))
-        return terms
+        empty_nulled = f"(SELECT {self.table_columns(nullable)} FROM {self._base(nulled)} LIMIT 0)"
+        weights = [f"{kept_alias}.{weight}"] if kept_weighted else []
+        sources = {f"source{kept}": kept_source, f"source{nulled}": empty_nulled}
+        return render(
+            plan.stage1,
+            weight=" * ".join([*weights, flip]),
+            outer=plan.outer_kind,
+            reach=f" {joiner} {reached}",
+            **sources,
+        )
 
     def parameters(self, ranges: Ranges) -> dict[str, int]:
         params: dict[str, int] = {}

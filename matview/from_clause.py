@@ -30,8 +30,16 @@ from matview.upstream import upstream_info
 
 #: tokens that end a table reference's `name [AS] alias`
 _AFTER_REFERENCE = {TokenType.COMMA, TokenType.ON, TokenType.USING, *JOIN_WORDS, *OUTER_WORDS}
-_JOIN_WORDS = (TokenType.NATURAL, TokenType.CROSS, TokenType.INNER, TokenType.LEFT, TokenType.RIGHT, TokenType.OUTER)
-_OUTER_KINDS = {TokenType.LEFT: "LEFT", TokenType.RIGHT: "RIGHT"}
+_JOIN_WORDS = (
+    TokenType.NATURAL,
+    TokenType.CROSS,
+    TokenType.INNER,
+    TokenType.LEFT,
+    TokenType.RIGHT,
+    TokenType.FULL,
+    TokenType.OUTER,
+)
+_OUTER_KINDS = {TokenType.LEFT: "LEFT", TokenType.RIGHT: "RIGHT", TokenType.FULL: "FULL"}
 #: the placeholder standing where the user wrote LEFT/RIGHT [OUTER]: that word, or "" for a term
 #: that needs the inner join of the same operands
 OUTER = "outer"
@@ -66,7 +74,7 @@ class FromClause:
     hidden: tuple[frozenset[str], ...]  # per occurrence: lower-cased columns USING/NATURAL merged away
     template: Template  # the clause's text, each reference a placeholder `source<i> AS "alias"`
     outer_on: str = ""  # `A LEFT|RIGHT JOIN B ON <outer_on>`: the condition as written (two occurrences)
-    outer_kind: str = ""  # "LEFT" or "RIGHT"
+    outer_kind: str = ""  # "LEFT", "RIGHT" or "FULL"
     root_recompute: bool = False  # LEFT joins beyond one `A LEFT JOIN B ON …`: maintained per row of A
 
     @property
@@ -198,8 +206,6 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
                 while close < len(tokens) and tokens[close].kind != TokenType.R_PAREN:
                     close += 1
                 merged |= {fold(t.text) for t in tokens[index + 2 : close] if t.is_name}
-            if depths[index] == 0 and kind == TokenType.FULL:
-                raise UnsupportedQuery("FULL JOIN (an outer join) is not supported yet")
             if depths[index] == 0 and kind == TokenType.ON and on_start is None:
                 on_start = index + 1
             index += 1
@@ -230,6 +236,11 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
         hidden.append(frozenset(merged))
     template.append(literal + sql[position : tokens[-1].end])
     if outer_at is not None and (len(occurrences) != 2 or hidden[1] or not outer_on):
+        if "FULL" in outer_kinds:
+            raise UnsupportedQuery(
+                "a FULL JOIN is maintained between two tables joined by ON (`A FULL JOIN B ON …`); "
+                "with more tables, USING or NATURAL it is not supported yet"
+            )
         if "RIGHT" in outer_kinds:
             raise UnsupportedQuery(
                 "a RIGHT JOIN is maintained between two tables joined by ON (`A RIGHT JOIN B ON …`); "

@@ -27,7 +27,7 @@ from matview.inline import inline_query
 from matview.keys import check_collation
 from matview.names import fold, quote
 from matview.plan import WEIGHT, AggSpec, OutputColumn, Plan, PostColumn, Template
-from matview.schema import Column, has_one_variant
+from matview.schema import Column, TableInfo, has_one_variant
 from matview.sqltext import (
     AggregateCall,
     Clauses,
@@ -408,6 +408,11 @@ def _named_stage1(expressions: list[str], source: FromClause, where_sql: str) ->
     return _stage1(columns, source, where_sql, ' AS "__w"')
 
 
+def _row_key(table: TableInfo) -> tuple[str, ...]:
+    """What identifies a row of `table` within one fold: its rowid, or its PRIMARY KEY."""
+    return (table.rowid_name,) if table.has_rowid else table.primary_key
+
+
 def _is_cast(tokens: tuple[Token, ...]) -> bool:
     """Whether an expression is one CAST(… AS type), as written."""
     return (
@@ -453,7 +458,7 @@ def build_plan(
     sources = tuple(o.table.name for o in source.occurrences)
     aliases = tuple(o.alias for o in source.occurrences)
     preserved = source.occurrences[source.preserved].table
-    outer_key = (preserved.rowid_name,) if preserved.has_rowid else preserved.primary_key
+    outer_key = _row_key(preserved)
     if source.root_recompute:  # a key VACUUM keeps (see `partition`)
         outer_key = preserved.stable_key or outer_key
     without_rowid = tuple(dict.fromkeys(o.table.name for o in source.occurrences if not o.table.has_rowid))
@@ -480,6 +485,7 @@ def build_plan(
         outer_kind=source.outer_kind,
         outer_where=bool(where),
         outer_key=outer_key,
+        full_key=_row_key(source.occurrences[1].table) if source.outer_kind == "FULL" else (),
         root_recompute=source.root_recompute,
         from_template=source.template if source.root_recompute else (),
         kind="rows",

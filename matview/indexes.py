@@ -157,7 +157,8 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
     nullable = 1 - source.preserved
     for table in source.tables:
         terms = delta_terms.terms(frozenset({table}))
-        if source.outer_on and table == source.occurrences[nullable].table.name:
+        padded = source.outer_kind == "FULL" or table == source.occurrences[nullable].table.name
+        if source.outer_on and padded:
             terms = terms[:-1]  # the padding term reads N as an empty `LIMIT 0` subquery: no scan to fix
         for position, term in enumerate(terms):
             # the occurrence this term reads as ΔX (an outer join's terms do not map one to one)
@@ -180,11 +181,12 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
     if source.outer_on and plan.auto_indexes:
         # the padding term counts, for each row ΔN reaches, its matches in ΔN: the nullable side's
         # delta log is probed by the join keys there (an inner loop), so it gets their index too
-        wanted = probes.get(nullable)
-        if wanted:
-            name = create_index(conn, names.delta_table(source.occurrences[nullable].table.name), wanted)
-            if name not in created:
-                created.append(name)
+        for side in (0, 1) if source.outer_kind == "FULL" else (nullable,):
+            wanted = probes.get(side)
+            if wanted:
+                name = create_index(conn, names.delta_table(source.occurrences[side].table.name), wanted)
+                if name not in created:
+                    created.append(name)
     return _subquery_indexes(conn, replace(plan, indexes=tuple(created), scans=tuple(dict.fromkeys(remaining))))
 
 

@@ -129,9 +129,10 @@ class Plan:
     without_rowid: tuple[str, ...] = ()  # base tables WITHOUT ROWID
     stable_rowid_tables: tuple[str, ...] = ()  # base tables whose rowid is an INTEGER PRIMARY KEY (VACUUM keeps it)
     outer_on: str = ""  # `A LEFT|RIGHT JOIN B ON <outer_on>`: the condition as written (circuit.DeltaTerms)
-    outer_kind: str = ""  # "LEFT" or "RIGHT": which occurrence keeps all its rows
+    outer_kind: str = ""  # "LEFT", "RIGHT" or "FULL": which occurrence keeps all its rows
     outer_where: bool = False  # the outer join's SELECT has a WHERE (the `reach` filter joins it with AND)
     outer_key: tuple[str, ...] = ()  # what identifies a preserved row: a rowid name no column shadows, or the PK
+    full_key: tuple[str, ...] = ()  # FULL JOIN: what identifies a row of the second table (preserved too)
     root_key_nullable: bool = False  # the root's key may hold NULLs: matched as quoted text (NULL rows as one)
     root_recompute: bool = False  # LEFT JOIN chains: ΔV recomputes the rows of the first table's changed rows
     from_template: Template = ()  # the FROM clause alone (root_recompute: which first-table rows a change reaches)
@@ -195,6 +196,7 @@ class Plan:
             "aliases",
             "without_rowid",
             "outer_key",
+            "full_key",
             "indexes",
             "scans",
             "stable_rowid_tables",

@@ -220,6 +220,8 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
     refuse_after_aggregation([*plan.post_exprs, plan.having or ""])
     if source.outer_kind == "RIGHT":
         raise UnsupportedQuery("a subquery in a view with a RIGHT JOIN is not supported yet (write it as a LEFT JOIN)")
+    if source.outer_kind == "FULL":
+        raise UnsupportedQuery("a subquery in a view with a FULL JOIN is not supported yet")
     stage1, extra, reaches, probes = placeholders_in_subqueries(conn, plan.stage1, len(plan.sources))
     for occurrence in [*source.occurrences, *extra]:
         refuse_unstable_identity(occurrence.table, "a view with a subquery")

@@ -91,9 +91,9 @@ def refuse_unsupported(tree: Any) -> None:
         raise UnsupportedQuery("a SELECT without FROM is not supported: a view needs a base table")
     for join in tree.args.get("joins") or []:
         side = (join.args.get("side") or "").upper()
-        if side == "FULL" or (join.args.get("kind") or "").upper() == "FULL":
-            raise UnsupportedQuery("FULL JOIN (an outer join) is not supported yet")
-        if (join.args.get("kind") or "").upper() == "OUTER" and side not in ("LEFT", "RIGHT"):
+        if (join.args.get("kind") or "").upper() == "FULL":
+            side = "FULL"  # (the FROM clause pass decides which FULL JOINs are maintained)
+        if (join.args.get("kind") or "").upper() == "OUTER" and side not in ("LEFT", "RIGHT", "FULL"):
             raise UnsupportedQuery("OUTER JOIN is not supported yet")
         if join.args.get("method") and join.args.get("method") != "NATURAL":
             raise UnsupportedQuery(f"{join.args['method']} JOIN is not supported")

@@ -107,6 +107,17 @@ def _views(r: random.Random, tables: list[Table]) -> dict[str, str]:
             f"SELECT x.id, y.id, z.id FROM {a} x JOIN {b} y ON x.v = y.v LEFT JOIN {c} z ON z.k = y.k AND z.id <> x.id"
         ),
         "left_using": f"SELECT * FROM {a} LEFT JOIN {b} USING (k)",
+        "full": f"SELECT x.id, y.id, x.v, y.r FROM {a} x FULL JOIN {b} y ON x.k = y.k",
+        "full_agg": (
+            f"SELECT count(*), count(x.id), count(y.id), sum(y.v), total(x.r) FROM {a} x "
+            f"FULL OUTER JOIN {b} y ON x.k = y.k AND y.v > 0"
+        ),
+        "full_self_anti": (
+            f"SELECT x.id, y.id FROM {a} x FULL JOIN {a} y ON x.v = y.id WHERE x.id IS NULL OR y.id IS NULL"
+        ),
+        "full_group": (
+            f"SELECT coalesce(x.v, y.v) AS g, count(*), max(y.id) FROM {a} x FULL JOIN {b} y ON x.v = y.v GROUP BY g"
+        ),
         "left_chain_anti": (
             f"SELECT x.id, coalesce(z.v, -1) FROM {a} x LEFT JOIN {b} y ON x.k = y.k LEFT JOIN {a} z "
             "ON z.id = y.v WHERE z.id IS NULL OR x.v > 1"
@@ -375,7 +386,8 @@ def test_join_refusals_name_the_construct(tmp_path):
     conn.execute("CREATE VIEW pv AS SELECT * FROM a")
     for sql, words in [
         ("SELECT * FROM a RIGHT JOIN b ON a.k = b.k JOIN a AS c ON c.id = b.v", "RIGHT JOIN"),
-        ("SELECT * FROM a FULL OUTER JOIN b ON a.k = b.k", "JOIN"),
+        ("SELECT * FROM a FULL OUTER JOIN b USING (k)", "FULL JOIN"),
+        ("SELECT * FROM a FULL JOIN b ON a.k = b.k JOIN a c ON c.k = b.k", "FULL JOIN"),
         ("SELECT * FROM a LEFT JOIN b ON a.k = b.k RIGHT JOIN a AS c ON c.id = b.v", "RIGHT JOIN"),
         ("SELECT * FROM a RIGHT JOIN b USING (k)", "RIGHT JOIN"),
         ("SELECT * FROM a LEFT JOIN (SELECT k, count(*) FROM b GROUP BY k) s ON a.k = s.k", "outer join"),

@@ -81,6 +81,8 @@ SHAPES = {
     "uniq": "SELECT DISTINCT g, status FROM orders",
 }
 JOIN = "SELECT c.region, count(*) AS n, sum(o.price) AS s FROM orders AS o JOIN customers AS c ON o.cust = c.cust GROUP BY c.region"
+#: an aggregate of an aggregate: its derived table is an internal node (computed locally)
+HISTOGRAM = "SELECT n, count(*) AS custs FROM (SELECT cust, count(*) AS n FROM orders GROUP BY cust) GROUP BY n"
 
 
 def table_sql(conn: apsw.Connection, table: str) -> str:
@@ -152,13 +154,13 @@ def test_backfill_equals_local_create(spark: Any, tmp_path: Path) -> None:
     uri = write_orders(tmp_path / "orders")
     customers = write_customers(tmp_path / "customers.csv")
     db = str(tmp_path / "shop.db")
-    views = {**SHAPES, "joined": JOIN}
+    views = {**SHAPES, "joined": JOIN, "histogram": HISTOGRAM}
     summary = backfill(spark, db, {"orders": uri, "customers": customers}, views=list(views.items()))
     assert summary.tables == {"orders": 4500, "customers": 17}
     assert summary.partitions > 2
     where = {v.name: v.where for v in summary.views}
     assert all(where[name] == "spark (orders)" for name in SHAPES), where
-    assert where["joined"] == "local"
+    assert where["joined"] == where["histogram"] == "local"
     twin = str(tmp_path / "local.db")
     local_twin(db, twin, ["orders", "customers"], views)
     assert_same_state(db, twin, list(views))

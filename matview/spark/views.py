@@ -26,6 +26,7 @@ import apsw
 from matview.errors import Error
 from matview.frontend import compile_select
 from matview.names import fold, quote
+from matview.nodes import extract_nodes
 from matview.plan import Plan
 from matview.sqltext import tokenize
 
@@ -109,6 +110,9 @@ def scratch_schema(target: apsw.Connection, loaded: dict[str, str]) -> apsw.Conn
 def classify(scratch: apsw.Connection, jobs: list[ViewJob], loaded: dict[str, str]) -> None:
     """Compile each view against the loaded schema and decide where it is computed."""
     for job in jobs:
+        if extract_nodes(scratch, job.sql, job.name)[1]:
+            job.reason = "its aggregating derived tables are internal nodes (hidden views over views)"
+            continue
         try:
             compiled = compile_select(scratch, job.sql, True)
         except Error as exc:
