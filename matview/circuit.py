@@ -55,8 +55,8 @@ class DeltaTerms:
         self._delta_sources = [self._delta_source(number, table) for number, table in enumerate(self.tables)]
         #: per (changed tables, whether upstream views' storage already holds their ΔV)
         self._terms: dict[tuple[frozenset[str], bool], list[str]] = {}
-        #: `partition.root_queries` per set of changed tables (SQL text only: ranges are parameters)
-        self.root_queries: dict[frozenset[str], tuple[str | None, str]] = {}
+        #: `partition.root_queries` per set of changed tables and `applied` (SQL text only: ranges are parameters)
+        self.root_queries: dict[tuple[frozenset[str], bool], tuple[str | None, str]] = {}
         placeholders = {f"source{i}": self._new_source(table, True) for i, table in enumerate(plan.sources)}
         # an upstream view's rows carry their multiplicity: the snapshot's weight is their product
         weights = {name: " * ".join(ws) or "1" for name, ws in self._weights_per_arm(set())}
@@ -134,7 +134,7 @@ class DeltaTerms:
             if plan.outer_on:
                 terms = self._outer_terms(changed)
             else:  # the SQL `partition` runs; here to be prepared and checked at CREATE
-                reach, rows = partition.root_queries(self, changed)
+                reach, rows = partition.root_queries(self, changed, applied)
                 terms = [rows] if reach is None else [rows, reach]
             self._terms[(changed, applied)] = terms
             return terms

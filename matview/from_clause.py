@@ -24,7 +24,7 @@ from matview.errors import UnsupportedQuery
 from matview.from_items import JOIN_WORDS, OUTER_WORDS
 from matview.names import fold, quote
 from matview.plan import Template
-from matview.schema import ROWID_NAMES, Column, TableInfo, read_table, refuse_unstable_identity
+from matview.schema import ROWID_NAMES, Column, TableInfo, read_table, refuse_unstable_identity, refuse_view_root
 from matview.sqltext import Token, depth_walk, excerpt
 from matview.upstream import upstream_info
 
@@ -248,6 +248,7 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
                 "preserved table)"
             )
         # every output row comes from one row of the first table (no join pads it with NULLs)
+        refuse_view_root(occurrences[0].table, "a LEFT JOIN of three or more tables (or with USING/NATURAL)")
         for occurrence in occurrences:
             refuse_unstable_identity(occurrence.table, "a LEFT JOIN of three or more tables (or with USING/NATURAL)")
         return FromClause(tuple(occurrences), tuple(hidden), tuple(template), outer_kind="LEFT", root_recompute=True)

@@ -83,24 +83,33 @@ def true_old_source(terms: DeltaTerms, number: int, table: str) -> str:
     return f"(SELECT {kept} FROM main.{quote(table)} AS t WHERE NOT ({inserted_image}) UNION ALL {deleted})"
 
 
-def root_queries(terms: DeltaTerms, changed: frozenset[str]) -> tuple[str | None, str]:
+def _state(terms: DeltaTerms, table: str, new: bool, applied: bool) -> str:
+    """A source's new or old state as real rows: a base table is new as it stands; an upstream
+    view's storage is new once its ΔV is applied (the fold), old before (a reader)."""
+    upstream = terms.upstream.get(table)
+    if upstream is not None:
+        return upstream.real_state(new, applied)
+    if new:
+        return f"main.{quote(table)}"
+    return true_old_source(terms, terms.tables.index(table), table)
+
+
+def root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool = True) -> tuple[str | None, str]:
     """For the changed tables: the SELECT of the reached roots' keys (None: every root),
-    and the SELECT of their stage-1 rows now, the root key columns before the weight."""
-    found = terms.root_queries.get(changed)
+    and the SELECT of their stage-1 rows now, the root key columns before the weight.
+    `applied`: upstream views' storage holds their ΔV already (see `circuit.DeltaTerms.terms`)."""
+    found = terms.root_queries.get((changed, applied))
     if found is None:
-        found = terms.root_queries[changed] = _root_queries(terms, changed)
+        found = terms.root_queries[(changed, applied)] = _root_queries(terms, changed, applied)
     return found
 
 
-def _root_queries(terms: DeltaTerms, changed: frozenset[str]) -> tuple[str | None, str]:
+def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> tuple[str | None, str]:
     plan = terms.plan
     key = root_key(plan)
     root = quote(plan.aliases[0])
-    new = {f"source{i}": f"main.{quote(t)}" for i, t in enumerate(plan.sources)}
-    old = {
-        f"source{i}": true_old_source(terms, terms.tables.index(t), t) if t in changed else f"main.{quote(t)}"
-        for i, t in enumerate(plan.sources)
-    }
+    new = {f"source{i}": _state(terms, t, True, applied) for i, t in enumerate(plan.sources)}
+    old = {f"source{i}": _state(terms, t, t not in changed, applied) for i, t in enumerate(plan.sources)}
     top = sum(1 for part in plan.from_template[1::2] if part.startswith("source"))
     rows_everywhere = render(plan.stage1, weight=f"{key}, 1", **new)
     reached: list[str] = []
@@ -153,7 +162,7 @@ def root_delta(conn: apsw.Connection, terms: DeltaTerms, ranges: Ranges, store: 
     """Stage-1 rows (with weights) of the pending changes `ranges`: the reached roots' rows
     now, less the rows they had (kept in `store`), which are replaced."""
     params = terms.parameters(ranges)
-    reach, rows = root_queries(terms, frozenset(ranges))
+    reach, rows = root_queries(terms, frozenset(ranges), store.writable)
     width = _key_width(terms.plan)
     # every root (reach None): those that had rows; those with rows now come from `rows`
     roots = store.keys(ROOTS_OPERATOR) if reach is None else {row_key(r) for r in conn.execute(reach, params)}
@@ -172,7 +181,7 @@ def populate_roots(conn: apsw.Connection, terms: DeltaTerms, store: StateStore) 
     """The initial snapshot of a root-recompute view: every root's stage-1 rows, kept."""
     plan = terms.plan
     key = root_key(plan)
-    sources = {f"source{i}": f"main.{quote(t)}" for i, t in enumerate(plan.sources)}
+    sources = {f"source{i}": _state(terms, t, True, True) for i, t in enumerate(plan.sources)}
     rows = conn.execute(render(plan.stage1, weight=f"{key}, 1", outer=plan.outer_kind, **sources))
     return _replace_roots(store, set(), rows, _key_width(plan))
 

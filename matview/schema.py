@@ -56,6 +56,7 @@ class TableInfo:
     pk_not_null: bool = False  # every PRIMARY KEY column is NOT NULL (a rowid table's PK may hold NULLs)
     strict: bool = False  # a STRICT table: an INTEGER column holds only integers
     materialized: bool = False  # a materialized view read as a source (see `matview.upstream`)
+    unique_rows: bool = False  # a materialized view whose rows never repeat (grouped, DISTINCT)
 
     @property
     def stable_key(self) -> tuple[str, ...] | None:
@@ -89,14 +90,25 @@ def refuse_unstable_identity(table: TableInfo, what: str) -> None:
     survives VACUUM, which renumbers rowids — without any change a trigger sees — unless they
     are an INTEGER PRIMARY KEY: that, or a primary key of NOT NULL columns."""
     if table.materialized:
+        if table.unique_rows:
+            return  # its rows are their own key (as a first table it is refused: `refuse_view_root`)
         raise UnsupportedQuery(
-            f"{what} over materialized view {table.name} is not supported yet (it is maintained "
-            "per row, and a view's rows have no key)"
+            f"{what} over materialized view {table.name}, whose rows may repeat, is not supported yet "
+            "(it is maintained per row; a grouped or DISTINCT view is)"
         )
     if table.stable_key is None:
         raise UnsupportedQuery(
             f"{what} over table {table.name}, which has no PRIMARY KEY: its rows could only be "
             "identified by rowid, which VACUUM renumbers; declare a PRIMARY KEY"
+        )
+
+
+def refuse_view_root(table: TableInfo, what: str) -> None:
+    """Views maintained per row of their first table need that table's key: a materialized
+    view there has none yet."""
+    if table.materialized:
+        raise UnsupportedQuery(
+            f"{what} whose first table is materialized view {table.name} is not supported yet (put a base table first)"
         )
 
 

@@ -27,6 +27,7 @@ from matview.schema import (
     TableInfo,
     read_table,
     refuse_unstable_identity,
+    refuse_view_root,
 )
 from matview.sqltext import (
     SET_OPERATIONS,
@@ -36,6 +37,7 @@ from matview.sqltext import (
     tokenize,
 )
 from matview.subquery_values import equalities, reads_table, refuse_unstable_value
+from matview.upstream import describe_upstream, upstream_info
 
 #: clause keywords that end a subquery's FROM clause at its depth
 _AFTER_FROM = (
@@ -191,7 +193,7 @@ def _template(text: str, edits: list[tuple[int, int, int, str, bool]], lo: int, 
 def _subquery_table(conn: apsw.Connection, name: str) -> TableInfo:
     """A base table a subquery reads (a CTE or a view there is not inlined yet)."""
     try:
-        return read_table(conn, name)
+        return upstream_info(conn, name) or read_table(conn, name)
     except UnsupportedQuery:
         raise
     except Error:
@@ -223,12 +225,14 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
     if source.outer_kind == "FULL":
         raise UnsupportedQuery("a subquery in a view with a FULL JOIN is not supported yet")
     stage1, extra, reaches, probes = placeholders_in_subqueries(conn, plan.stage1, len(plan.sources))
+    refuse_view_root(source.occurrences[0].table, "a view with a subquery")
     for occurrence in [*source.occurrences, *extra]:
         refuse_unstable_identity(occurrence.table, "a view with a subquery")
     if "reach" not in stage1[1::2]:
         stage1 = (*stage1, "reach", "")  # at the end of the outer WHERE, where a term restricts the rows
     tables = {o.table.name: o.table for o in extra}
     known = {name for name, _ in plan.signatures}
+    known_views = set(plan.upstream_views)
     return replace(
         plan,
         stage1=stage1,
@@ -249,6 +253,10 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
             dict.fromkeys([*plan.stable_rowid_tables, *(t.name for t in tables.values() if t.has_rowid and t.ipk)])
         ),
         root_recompute=True,
+        upstreams=(
+            *plan.upstreams,
+            *(describe_upstream(conn, t.name) for t in tables.values() if t.materialized and t.name not in known_views),
+        ),
         outer_key=source.occurrences[0].table.stable_key or plan.outer_key,
         root_key_nullable=source.occurrences[0].table.key_may_be_null,
         subquery_probes=tuple(dict.fromkeys(probes)),

@@ -58,7 +58,9 @@ def upstream_info(conn: apsw.Connection, name: str) -> TableInfo | None:
     if entry is None:
         return None
     columns = tuple(Column(c.name, c.decltype, c.collation) for c in entry.plan.columns)
-    return TableInfo(entry.name, columns, False, None, (), materialized=True)
+    plan = entry.plan
+    unique = plan.kind == "aggregate" or plan.distinct or bool(plan.set_operation)
+    return TableInfo(entry.name, columns, False, None, (), materialized=True, unique_rows=unique)
 
 
 def describe_upstream(conn: apsw.Connection, name: str) -> Upstream:
@@ -126,6 +128,7 @@ class UpstreamSource:
         self._delta = f"SELECT {names_}, {weight} FROM temp.{quote(delta_table(view))}"
         self._negated_delta = f"SELECT {names_}, -{weight} FROM temp.{quote(delta_table(view))}"
         self.columns = names_
+        self._column_names = [quote(c.name) for c in upstream.columns]
 
     def _project(self, inner: str) -> str:
         return f"(SELECT {self._shown}, {quote(names.WEIGHT)} FROM ({inner}))"
@@ -139,6 +142,28 @@ class UpstreamSource:
             return self._project(self._stored)
         extra = self._delta if new else self._negated_delta
         return self._project(f"{self._stored} UNION ALL {extra}")
+
+    def real_state(self, new: bool, applied: bool) -> str:
+        """The old or new state as real rows (each once, weight 1), for terms that test rows
+        with EXISTS, IN, counts or outer-join padding, where signed copies would not cancel.
+        Only for views whose rows never repeat (`TableInfo.unique_rows`): images identify rows."""
+        if new == applied:
+            return self._project(self._stored)
+        same = " AND ".join(
+            f"d.{c} IS s.{c} COLLATE BINARY AND typeof(d.{c}) = typeof(s.{c})" for c in self._column_names
+        )
+        gone, came = ("< 0", "> 0") if new else ("> 0", "< 0")
+        weight = quote(names.WEIGHT)
+        dv = f"temp.{quote(delta_table(self.view))}"
+        kept = (
+            f"SELECT {self._qualified('s')}, 1 AS {weight} FROM main.{quote(names.view_table(self.view))} AS s "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {dv} AS d WHERE d.{weight} {gone} AND {same})"
+        )
+        added = f"SELECT {self.columns}, 1 FROM {dv} WHERE {weight} {came}"
+        return self._project(f"{kept} UNION ALL {added}")
+
+    def _qualified(self, alias: str) -> str:
+        return ", ".join(f"{alias}.{c}" for c in self._column_names)
 
     def empty(self) -> str:
         return self._project(f"{self._stored} LIMIT 0")

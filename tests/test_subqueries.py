@@ -77,9 +77,9 @@ def test_sensitivity_reached_rows_disabled_makes_the_differential_fail(tmp_path,
     rows, the differential tests must see wrong views (so they can see that bug)."""
     original = partition.root_queries
 
-    def blind(terms: DeltaTerms, changed: frozenset[str]) -> tuple[str | None, str]:
+    def blind(terms: DeltaTerms, changed: frozenset[str], applied: bool = True) -> tuple[str | None, str]:
         top = sum(1 for part in terms.plan.from_template[1::2] if part.startswith("source"))
-        return original(terms, changed & frozenset(terms.plan.sources[:top]))
+        return original(terms, changed & frozenset(terms.plan.sources[:top]), applied)
 
     monkeypatch.setattr(partition, "root_queries", blind)
     failures = 0
