@@ -16,7 +16,7 @@ from matview.capture import capture_installed, install_capture, remove_capture
 from matview.catalog import ViewEntry
 from matview.circuit import Circuit
 from matview.db import ENVIRONMENT_ERRORS, describe, savepoint, scalar
-from matview.errors import Error
+from matview.errors import Error, UnsupportedQuery
 from matview.fold import fold_pending_deltas
 from matview.frontend import Compiled, compile_select
 from matview.indexes import drop_unused as drop_unused_indexes
@@ -129,8 +129,26 @@ def _compile_with_nodes(
     planned, nodes = extract_nodes(conn, sql, name)
     for node in nodes if create_nodes else []:
         create_view(conn, registry, node.name, node.sql, maintenance, auto_indexes=auto_indexes, internal=True)
+        _refuse_inexact_node(registry, node.name)
     compiled = compile_select(conn, planned, auto_indexes)
     return replace(compiled, plan=replace(compiled.plan, internal_nodes=tuple(n.name for n in nodes)))
+
+
+def _refuse_inexact_node(registry: Registry, name: str) -> None:
+    """A node whose groups or DISTINCT rows have several variants ('a'/'A' under NOCASE, 3/3.0
+    untyped) shows one of them, which SQLite picks by scan order: harmless on display, but read
+    by a join or an IN it would decide which rows match."""
+    node = registry.get(name)
+    assert node is not None
+    plan = node.entry.plan
+    if (plan.kind == "aggregate" and plan.has_group_by and not plan.exact_groups) or (
+        plan.distinct and not plan.exact_distinct
+    ):
+        raise UnsupportedQuery(
+            f"a grouped or DISTINCT subquery, CTE or view ({node.entry.sql}) whose values can be equal but "
+            "different (NOCASE, untyped columns) cannot be read by a join or IN: which variant SQLite keeps "
+            "follows its scan order; use typed BINARY columns there"
+        )
 
 
 def _fold_upstreams(conn: apsw.Connection, registry: Registry, upstreams: list[View]) -> None:

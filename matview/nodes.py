@@ -1,5 +1,6 @@
-"""Internal nodes: an aggregating or DISTINCT derived table that is joined or aggregated again
-is maintained as a hidden materialized view of its own (RELATIONAL.md §1.2, `Materialize`).
+"""Internal nodes: an aggregating or DISTINCT derived table that is joined or aggregated again,
+or an uncorrelated aggregating or DISTINCT subquery under `IN`, is maintained as a hidden
+materialized view of its own (RELATIONAL.md §1.2, `Materialize`).
 
 A FROM-subquery, a CTE or a plain view whose SELECT aggregates (or is DISTINCT) cannot be
 flattened into the query that reads it: its rows are the output of a non-linear operator, which
@@ -21,10 +22,20 @@ from dataclasses import dataclass
 import apsw
 from sqlglot.tokens import TokenType
 
+from matview.errors import Error
 from matview.from_items import OUTER_WORDS, Cte, FromItem, read_from_items, read_with, view_parts
 from matview.names import PREFIX, fold, quote
 from matview.schema import view_sql
-from matview.sqltext import SET_OPERATIONS, Clauses, depth_walk, find_aggregate_calls, split_clauses, tokenize
+from matview.sqltext import (
+    SET_OPERATIONS,
+    Clauses,
+    depth_walk,
+    find_aggregate_calls,
+    matching_paren,
+    split_clauses,
+    tokenize,
+)
+from matview.validate import probe_columns
 
 NODE_PREFIX = f"{PREFIX}node_"
 
@@ -53,16 +64,70 @@ def extract_nodes(conn: apsw.Connection, sql: str, owner: str) -> tuple[str, lis
         return sql, []
     if any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(tokens, depth_walk(tokens))):
         return sql, []
+    nodes: dict[str, Node] = {}
+    rewritten = _from_nodes(conn, body, prefix, ctes, owner, nodes)
+    rewritten = _in_nodes(conn, rewritten, prefix, owner, nodes)
+    return prefix + rewritten, list(nodes.values())
+
+
+def _node(nodes: dict[str, Node], owner: str, sql: str) -> Node:
+    """The node defined by `sql` (one per distinct text)."""
+    node = nodes.get(sql)
+    if node is None:
+        node = nodes[sql] = Node(f"{NODE_PREFIX}{owner}_{len(nodes) + 1}", sql)
+    return node
+
+
+def _in_nodes(conn: apsw.Connection, body: str, prefix: str, owner: str, nodes: dict[str, Node]) -> str:
+    """`x [NOT] IN (SELECT … GROUP BY … | SELECT DISTINCT …)` that reads nothing of the outer
+    query: the subquery becomes a node, read as `IN (SELECT <its columns> FROM node)` (a set:
+    its rows' order and multiplicity do not matter, and the node's aggregates are exact)."""
+    tokens = tokenize(body)
+    edits: list[tuple[int, int, str]] = []
+    index = 0
+    while index < len(tokens) - 2:
+        token, paren, first = tokens[index], tokens[index + 1], tokens[index + 2]
+        if token.kind != TokenType.IN or paren.kind != TokenType.L_PAREN or first.kind != TokenType.SELECT:
+            index += 1
+            continue
+        close = matching_paren(tokens, index + 1)
+        inner = body[first.start : tokens[close - 1].end]
+        index = close + 1
+        distinct, aggregates = _shape(inner)
+        columns = _self_contained(conn, prefix + inner) if distinct or aggregates else None
+        if not columns:
+            continue
+        node = _node(nodes, owner, prefix + inner)
+        listed = ", ".join(quote(c) for c in columns)
+        edits.append((paren.start, tokens[close].end, f"(SELECT {listed} FROM {quote(node.name)})"))
+    for start, end, text in reversed(edits):
+        body = body[:start] + text + body[end:]
+    return body
+
+
+def _self_contained(conn: apsw.Connection, select: str) -> list[str] | None:
+    """A subquery's column names, when it reads nothing of the query around it (SQLite can
+    run it alone); None otherwise."""
+    try:
+        return probe_columns(conn, select)[0]
+    except Error:
+        return None
+
+
+def _from_nodes(
+    conn: apsw.Connection, body: str, prefix: str, ctes: dict[str, Cte], owner: str, nodes: dict[str, Node]
+) -> str:
+    """The derived tables of a SELECT's FROM clause that need state of their own, read from nodes."""
+    tokens = tokenize(body)
     clauses = split_clauses(body, tokens)
     if not clauses.from_:
-        return sql, []
+        return body
     items = read_from_items(body, list(clauses.from_.tokens), check=False)
     if len(items) == 1 and _reads_alone(clauses):
-        return sql, []  # `SELECT * FROM d`: a node would be the view itself
+        return body  # `SELECT * FROM d`: a node would be the view itself
     if any(t.kind in OUTER_WORDS for item in items for t in item.joined_by):
-        return sql, []
+        return body
     outer_aggregates = bool(clauses.group or clauses.having or find_aggregate_calls(body, clauses.select.tokens))
-    nodes: dict[str, Node] = {}
     rewritten = body
     for item in sorted(items, key=lambda i: -i.reference_span[0]):  # from the end: offsets stay valid
         found = _derived_select(conn, item, prefix, ctes)
@@ -80,12 +145,10 @@ def extract_nodes(conn: apsw.Connection, sql: str, owner: str) -> tuple[str, lis
             if cte is None or cte.columns is not None:
                 continue
             node_sql = prefix + cte.body
-        node = nodes.get(node_sql)
-        if node is None:
-            node = nodes[node_sql] = Node(f"{NODE_PREFIX}{owner}_{len(nodes) + 1}", node_sql)
+        node = _node(nodes, owner, node_sql)
         start, end = item.reference_span
         rewritten = f"{rewritten[:start]}{quote(node.name)} AS {quote(item.alias)}{rewritten[end:]}"
-    return prefix + rewritten, list(nodes.values())
+    return rewritten
 
 
 def _reads_alone(clauses: Clauses) -> bool:

@@ -460,6 +460,9 @@ APP_QUERIES = {
     "referrer_chain": "SELECT u.id, r.name, rr.name FROM users u LEFT JOIN users r ON r.id = u.referrer_id LEFT JOIN users rr ON rr.id = r.referrer_id",
     "posttags_root": "SELECT post_id, tag_id FROM post_tags WHERE NOT EXISTS (SELECT 1 FROM posts WHERE posts.id = post_tags.post_id)",
     "minmax_text": "SELECT id, (SELECT min(created) FROM comments WHERE post_id = posts.id), (SELECT max(title) FROM posts p2 WHERE p2.user_id = posts.user_id) FROM posts",
+    # uncorrelated aggregating or DISTINCT subqueries under IN: internal nodes
+    "multi_poster": "SELECT id FROM users WHERE id IN (SELECT user_id FROM posts GROUP BY user_id HAVING count(*) > 1)",
+    "distinct_in": "SELECT id FROM users WHERE id IN (SELECT DISTINCT user_id FROM posts)",
 }
 
 
@@ -472,9 +475,8 @@ def test_application_subqueries_under_random_write_mixes(tmp_path, seed):
 # refusals: UnsupportedQuery, nothing left behind, the user's transaction kept
 
 REFUSED = [
-    # Q22 as written (a FROM-subquery with a subquery inside), Q18 (IN over GROUP BY … HAVING)
+    # Q22 as written (a FROM-subquery with a subquery inside)
     "SELECT cntrycode, count(*) FROM (SELECT substr(name, 1, 1) AS cntrycode FROM users WHERE score > (SELECT avg(score) FROM users WHERE score > 0) AND NOT EXISTS (SELECT * FROM posts WHERE user_id = users.id)) AS custsale GROUP BY cntrycode",
-    "SELECT id FROM users WHERE id IN (SELECT user_id FROM posts GROUP BY user_id HAVING count(*) > 1)",
     # Q15 (a CTE read twice, MAX over it), Q11 (a subquery in HAVING); Q13 is maintained (tests/test_internal_nodes.py)
     "WITH r AS (SELECT user_id AS u, count(*) AS n FROM posts GROUP BY user_id) SELECT u, n FROM r WHERE n = (SELECT max(n) FROM r)",
     "SELECT user_id, count(*) FROM posts GROUP BY user_id HAVING count(*) > (SELECT count(*) / 10 FROM posts)",
@@ -488,7 +490,6 @@ REFUSED = [
     "SELECT id, (SELECT title FROM posts WHERE user_id = users.id) FROM users",
     "SELECT id FROM users WHERE score > (SELECT avg(title) FROM posts)",
     "SELECT id FROM users WHERE id IN (SELECT user_id FROM posts ORDER BY id LIMIT 2)",
-    "SELECT id FROM users WHERE id IN (SELECT DISTINCT user_id FROM posts)",
     # a nested lookup by max(id) (conservative: `id` there is read as the lookup table's own)
     "SELECT p.id, (SELECT title FROM posts WHERE id = (SELECT max(id) FROM posts p2 WHERE p2.user_id = p.user_id)) FROM posts p",
     # composite-key lookup (at most one row, but not recognised as a lookup)
