@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (SQL and data stay on one line each)
 """The Spark pipeline against a real local Spark (one `local[2]` session for the module).
 
 Every backfill is compared with a local CREATE MATERIALIZED VIEW over the same rows: view,
@@ -19,10 +20,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from oracle import assert_view_matches
 
 import matview
 from matview.spark import backfill, build_session
-from oracle import assert_view_matches
 
 # Spark needs Java 17 (apt install openjdk-17-jre-headless). In CI (CI=true) nothing is skipped: a
 # missing Java fails these tests instead of hiding them.

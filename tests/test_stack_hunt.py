@@ -73,7 +73,7 @@ def test_minimal_parenthesized_column(tmp_path):
     conn.execute("CREATE MATERIALIZED VIEW up AS SELECT (v) AS pv FROM t")
     conn.execute("CREATE MATERIALIZED VIEW down AS SELECT pv FROM up")
     assert conn.execute("SELECT pv FROM up").fetchall() == [("abc",)]
-    assert conn.execute("SELECT * FROM down").fetchall() == [("abc",)]  
+    assert conn.execute("SELECT * FROM down").fetchall() == [("abc",)]
 
 
 def test_parenthesized_text_column_holding_a_blob(tmp_path):
