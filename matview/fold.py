@@ -7,6 +7,9 @@ operator state, and advances the mark, all in the caller's write transaction, so
 rollback undoes the fold together with the writes it folded. Delta rows every view of
 a table has consumed are removed (the newest one stays behind, so sequence numbers
 never restart below a progress mark).
+
+Views over views fold in groups (`Registry.fold_groups`): each view reads the ΔV its
+upstream views got in the same fold, upstream first (see `matview.upstream`).
 """
 
 from __future__ import annotations
@@ -164,10 +167,13 @@ class _GroupStalled(Exception):
 def _fold_together(conn: apsw.Connection, registry: Registry, group: list[View], touched: dict[str, int]) -> None:
     """Fold views over views with the views they read, upstream first: each applies its ΔV
     before its downstream views compute theirs from it. All or none: a view that cannot be
-    folded leaves every view of the group pending (its upstream's ΔV would be lost)."""
-    if any(view.broken or view.stalled for view in group):
-        reason = next(view.broken or view.stalled for view in group if view.broken or view.stalled)
-        _stall(group, reason or "")
+    folded leaves every view of the group pending (its upstream's ΔV would be lost). A broken
+    view (its schema changed: REFRESH rebuilds it from scratch) is left out, and so are the
+    views over it (the registry breaks them too)."""
+    group = [view for view in group if not view.broken]
+    stalled = next((view.stalled for view in group if view.stalled), None)
+    if stalled is not None:
+        _stall(group, stalled)
         return
     changes: dict[str, int] = {}  # per view folded here: the size of its ΔV
     ranges_of: list[list[tuple[str, int, int]]] = []
