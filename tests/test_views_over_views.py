@@ -347,11 +347,14 @@ def test_views_inside_subqueries_refused_where_not_maintained(tmp_path):
             conn.execute(f"CREATE MATERIALIZED VIEW x AS {sql}")
 
 
+BOSSES = "SELECT r.boss, j.total FROM j2 j JOIN regions r ON r.name = j.region"
+
+
 def test_a_broken_downstream_view_does_not_hold_its_upstream_back(tmp_path):
     conn = _shop(tmp_path)
     conn.execute("CREATE TABLE regions(name TEXT PRIMARY KEY, boss TEXT)")
     conn.execute("INSERT INTO regions VALUES ('eu', 'x'), ('us', 'y')")
-    conn.execute("CREATE MATERIALIZED VIEW bosses AS SELECT r.boss, j.total FROM j2 j JOIN regions r ON r.name = j.region")
+    conn.execute(f"CREATE MATERIALIZED VIEW bosses AS {BOSSES}")
     conn.close()
     stock_sqlite3(tmp_path / "shop.db", ["ALTER TABLE regions ADD COLUMN note TEXT"])
     conn = matview.connect(str(tmp_path / "shop.db"))
@@ -361,6 +364,6 @@ def test_a_broken_downstream_view_does_not_hold_its_upstream_back(tmp_path):
     with pytest.raises(matview.SchemaChanged):
         conn.execute("SELECT * FROM bosses").fetchall()
     conn.execute("REFRESH MATERIALIZED VIEW bosses")
-    assert_view_matches(conn, "bosses", "SELECT r.boss, j.total FROM j2 j JOIN regions r ON r.name = j.region")
+    assert_view_matches(conn, "bosses", BOSSES)
     conn.execute("INSERT INTO orders VALUES (10, 1, 1, 'open')")
-    assert_view_matches(conn, "bosses", "SELECT r.boss, j.total FROM j2 j JOIN regions r ON r.name = j.region")
+    assert_view_matches(conn, "bosses", BOSSES)
