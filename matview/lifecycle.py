@@ -22,7 +22,7 @@ from matview.frontend import Compiled, compile_select
 from matview.indexes import drop_unused as drop_unused_indexes
 from matview.indexes import with_indexes
 from matview.names import fold, quote
-from matview.nodes import extract_nodes
+from matview.nodes import NODE_PREFIX, extract_nodes
 from matview.plan import OutputColumn
 from matview.registry import Registry, View
 from matview.schema import affinity, read_table
@@ -73,6 +73,8 @@ def create_view(
     """CREATE MATERIALIZED VIEW; `internal`: a node of another view (see `matview.nodes`)."""
     if not internal:
         _check_name(name)
+        if NODE_PREFIX in sql.lower():
+            raise UnsupportedQuery(f"{NODE_PREFIX}…: matview's internal views cannot be read by a view")
     if maintenance not in MAINTENANCE_MODES:
         raise Error(f"maintenance must be one of {', '.join(MAINTENANCE_MODES)}, not {maintenance!r}")
     if registry.get(name) is not None:

@@ -59,7 +59,9 @@ def upstream_info(conn: apsw.Connection, name: str) -> TableInfo | None:
         return None
     columns = tuple(Column(c.name, c.decltype, c.collation) for c in entry.plan.columns)
     plan = entry.plan
-    unique = plan.kind == "aggregate" or plan.distinct or bool(plan.set_operation)
+    # an aggregate's rows are its groups': unique when every group key is an output column
+    grouped = plan.kind == "aggregate" and all(("group", j) in plan.outputs for j in range(plan.group_count))
+    unique = grouped or plan.distinct or bool(plan.set_operation)
     return TableInfo(entry.name, columns, False, None, (), materialized=True, unique_rows=unique)
 
 

@@ -122,6 +122,14 @@ class Table:
                 cost = min(cost, 500_000.0)
         return (used, 0, ",".join(plan), False, cost)
 
+    def _read_only(self, *_args: Any) -> Any:
+        raise Error(
+            f"materialized view {self.name} is read-only: write its base tables (it follows them), "
+            "or REFRESH MATERIALIZED VIEW"
+        )
+
+    UpdateInsertRow = UpdateChangeRow = UpdateDeleteRow = _read_only
+
     def Open(self) -> Cursor:
         return Cursor(self)
 

@@ -60,12 +60,13 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         from matview.spark.pipeline import backfill
+        from matview.spark.progress import stage_progress
         from matview.spark.session import build_session
     except ImportError as exc:
         raise Error(f"matview backfill needs pip install 'matview[spark]' ({exc})") from None
 
     spark = build_session(args.master, conf)
-    with console.status("loading and backfilling with Spark…"):
+    with stage_progress(spark, console):
         summary = backfill(
             spark,
             args.db,
