@@ -65,6 +65,15 @@ def main() -> None:
     conn.execute("""CREATE MATERIALIZED VIEW IF NOT EXISTS above_average AS
                     WITH per_region AS (SELECT region, AVG(amount) AS mean, COUNT(*) AS n FROM orders GROUP BY region)
                     SELECT region, n FROM per_region WHERE mean > 250""")
+    # a view over a view (it folds with revenue), and an aggregate of an aggregate (TPC-H Q13's shape)
+    conn.execute("""CREATE MATERIALIZED VIEW IF NOT EXISTS busy_regions AS
+                    SELECT rv.region, rv.total, r.manager FROM revenue rv JOIN regions r ON r.name = rv.region
+                    WHERE rv.n > 1200""")
+    conn.execute("""CREATE MATERIALIZED VIEW IF NOT EXISTS order_size_histogram AS
+                    SELECT orders_per_manager, COUNT(*) AS managers FROM
+                      (SELECT r.manager, COUNT(o.id) AS orders_per_manager FROM regions r
+                       LEFT JOIN orders o ON o.region = r.name GROUP BY r.manager)
+                    GROUP BY orders_per_manager""")
     console.print(f"[bold]database:[/bold] {path}")
     show(conn, "SELECT * FROM revenue ORDER BY region", "revenue (immediate) after CREATE")
 
