@@ -21,6 +21,7 @@ from matview.db import scalar
 from matview.errors import SchemaChanged
 from matview.evaluator import Evaluator
 from matview.names import fold
+from matview.nodes import is_node
 from matview.plan import OutputColumn
 from matview.schema import read_table, view_sql
 from matview.viewstore import ViewTable
@@ -140,8 +141,15 @@ class Registry:
                         "again with other columns; DROP it and CREATE it again"
                     )
                 elif read.broken or read.stalled:
-                    view.broken = view.broken or read.broken
-                    view.stalled = view.stalled or read.stalled
+                    view.broken = view.broken or self._as_own(view, read, read.broken)
+                    view.stalled = view.stalled or self._as_own(view, read, read.stalled)
+
+    @staticmethod
+    def _as_own(view: View, read: View, reason: str | None) -> str | None:
+        """An internal node's trouble is its view's: said in the name the user knows."""
+        if reason is None or not is_node(read.name):
+            return reason
+        return reason.replace(f"materialized view {read.name}", f"materialized view {view.name}")
 
     @staticmethod
     def _upstream_columns(view: View, name: str) -> tuple[OutputColumn, ...]:
