@@ -53,6 +53,8 @@ class Registry:
         self.collected: dict[str, int] = {}  # per base table: delta seq of the last garbage collection
         self._shadowed: tuple[int, int] | None = None  # (main, temp) schema versions the shadows match
         self._functions: frozenset[str] | None = None
+        self._dependents: dict[str, list[View]] | None = None  # per view (folded name): the views reading it
+        self._groups: dict[tuple[str, ...], list[list[str]]] = {}  # `fold_groups` of a list of views, by name
 
     def functions_changed(self) -> None:
         """A SQL function was registered: views that waited for it may fold again."""
@@ -132,6 +134,8 @@ class Registry:
             view.stalled = self._missing_functions(entry)
             views[key] = view
         self.views = views
+        self._dependents = None
+        self._groups = {}
         for view in self.fold_order(list(views.values())):
             # a view over a view that cannot be maintained cannot be either
             for read in self.upstreams_of(view):
@@ -162,12 +166,26 @@ class Registry:
 
     def dependents_of(self, view: View) -> list[View]:
         """The materialized views that read `view`."""
-        return [v for v in self.views.values() if fold(view.name) in (fold(n) for n in v.entry.plan.upstream_views)]
+        if self._dependents is None:  # (the graph changes only when the catalog is reloaded)
+            self._dependents = {}
+            for other in self.views.values():
+                for name in other.entry.plan.upstream_views:
+                    self._dependents.setdefault(fold(name), []).append(other)
+        return self._dependents.get(fold(view.name), [])
 
     def fold_groups(self, views: list[View]) -> list[list[View]]:
         """`views` with every view connected to them through views over views, in groups that
         fold together (a downstream view's input is its upstream's ΔV of the same fold), each
         upstream first."""
+        if not any(v.entry.plan.upstream_views or self.dependents_of(v) for v in views):
+            return [[view] for view in views]  # no view over a view among them: each alone
+        wanted = tuple(fold(v.name) for v in views)
+        known = self._groups.get(wanted)
+        if known is None:
+            known = self._groups[wanted] = [[fold(v.name) for v in group] for group in self._fold_groups(views)]
+        return [[self.views[name] for name in group] for group in known]
+
+    def _fold_groups(self, views: list[View]) -> list[list[View]]:
         groups: list[list[View]] = []
         seen: set[str] = set()
         for start in views:
