@@ -20,10 +20,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import pytest
 from oracle import assert_view_matches
 from stock import stock_sqlite3
-
-import pytest
 
 import matview
 
