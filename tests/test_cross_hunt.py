@@ -1,3 +1,4 @@
+# ruff: noqa: E501, E741, N803, N806  (a generator of SQL text: long lines and short names)
 """Cross-feature hunt: a random fuzzer over materialized views over materialized views (up to
 three layers), internal nodes (aggregating/DISTINCT derived tables, aggregating IN-subqueries),
 two-table FULL JOIN, EXISTS/IN/count subqueries over grouped views, LEFT JOIN chains and set
