@@ -55,11 +55,14 @@ def _view_delta(conn: apsw.Connection, view: View, ranges: Ranges, store: StateS
 
 
 def _inputs(
-    conn: apsw.Connection, view: View, upstream_changes: dict[str, int]
+    conn: apsw.Connection,
+    view: View,
+    upstream_changes: dict[str, int],
+    ranges: list[tuple[str, int, int]] | None = None,
 ) -> tuple[list[tuple[str, int, int]], Ranges]:
     """A view's pending base-table ranges, and all its inputs as `Circuit.delta` takes them:
     those ranges and, per upstream view whose ΔV of this fold is not empty, (0, its size)."""
-    ranges = pending_ranges(conn, view)
+    ranges = pending_ranges(conn, view) if ranges is None else ranges
     inputs: Ranges = {table: (lo, hi) for table, lo, hi in ranges}
     for name in view.entry.plan.upstream_views:
         size = upstream_changes.get(names.fold(name), 0)
@@ -70,16 +73,29 @@ def _inputs(
 
 def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) -> ZSet[bytes]:
     """ΔV of the not-yet-folded deltas, computed without writing anything but the temp ΔV
-    tables of the views it reads (readers)."""
+    tables of the views it reads (readers).
+
+    SQLite may read a view once per row of an outer loop (a correlated subquery, the inner
+    side of a join): the last result is kept while nothing it depends on can have changed —
+    the pending ranges of the view and the views it reads, this connection's change count
+    (writes, a ROLLBACK TO followed by writes; the temp ΔV tables written here count too, so
+    the count is taken after) and the file's data version (other connections' commits)."""
+    order = registry.upstream_order(view)
+    ranges = [pending_ranges(conn, current) for current in order]
+    key = tuple(tuple(r) for r in ranges)
+    cached = registry.pending_deltas.get(names.fold(view.name))
+    if cached is not None and cached[0] == (key, conn.total_changes(), conn.data_version()):
+        return cached[1]
     changes: dict[str, int] = {}
     delta: ZSet[bytes] = ZSet()
-    for current in registry.upstream_order(view):
-        _ranges, inputs = _inputs(conn, current, changes)
+    for current, current_ranges in zip(order, ranges):
+        _ranges, inputs = _inputs(conn, current, changes, current_ranges)
         store = StateStore(conn, current.name, writable=False)
         delta = _view_delta(conn, current, inputs, store) if inputs else ZSet()
         if current is not view:
             upstream.write_delta(conn, current.name, len(current.entry.plan.columns), delta)
             changes[names.fold(current.name)] = len(delta)
+    registry.pending_deltas[names.fold(view.name)] = ((key, conn.total_changes(), conn.data_version()), delta)
     return delta
 
 

@@ -10,6 +10,7 @@ connection rolled back. It also keeps this connection's temp shadows (see
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import apsw
 
@@ -25,6 +26,7 @@ from matview.nodes import is_node
 from matview.plan import OutputColumn
 from matview.schema import read_table, view_sql
 from matview.viewstore import ViewTable
+from matview.zset import ZSet
 
 
 @dataclass
@@ -55,6 +57,8 @@ class Registry:
         self._functions: frozenset[str] | None = None
         self._dependents: dict[str, list[View]] | None = None  # per view (folded name): the views reading it
         self._groups: dict[tuple[str, ...], list[list[str]]] = {}  # `fold_groups` of a list of views, by name
+        #: per view: the last pending ΔV a reader computed, and what it depended on (see `fold`)
+        self.pending_deltas: dict[str, tuple[Any, ZSet[bytes]]] = {}
 
     def functions_changed(self) -> None:
         """A SQL function was registered: views that waited for it may fold again."""
@@ -79,6 +83,7 @@ class Registry:
     def invalidate(self) -> None:
         self._schema_version = None
         self._shadowed = None
+        self.pending_deltas = {}
 
     def sync(self) -> dict[str, View]:
         """Reload the catalog if the schema changed since the last look."""
@@ -136,6 +141,7 @@ class Registry:
         self.views = views
         self._dependents = None
         self._groups = {}
+        self.pending_deltas = {}
         for view in self.fold_order(list(views.values())):
             # a view over a view that cannot be maintained cannot be either
             for read in self.upstreams_of(view):

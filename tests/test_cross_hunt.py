@@ -10,8 +10,8 @@ transactions over 64 rows (the bulk path). Oracle: every view equals its SELECT 
 
 No wrong rows, CREATE errors other than UnsupportedQuery, or blocked base writes were found;
 the fuzzer is kept as a plain test over a few seeds. One performance finding (a read with
-pending changes recomputes a view's ΔV once per outer row of a correlated subquery) is pinned
-as a strict xfail at the end."""
+pending changes recomputed a view's ΔV once per outer row of a correlated subquery) is fixed
+(`fold.pending_view_delta` keeps its last result) and pinned by the last test."""
 
 from __future__ import annotations
 
@@ -363,9 +363,8 @@ def test_seeded_cross_feature_programs(tmp_path, seed):
 # fold.pending_view_delta → circuit.delta → partition.root_delta per call).
 
 
-@pytest.mark.xfail(strict=True, reason="pending ΔV recomputed in every vtable Filter (once per outer row)")
 def test_pending_delta_is_not_recomputed_per_outer_row(tmp_path, monkeypatch):
-    import matview_ext.vtable as vtable
+    import matview.fold as fold
 
     conn = matview.connect(str(tmp_path / "db.sqlite"))
     conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v INTEGER)")
@@ -383,8 +382,8 @@ def test_pending_delta_is_not_recomputed_per_outer_row(tmp_path, monkeypatch):
     for i in range(50, 150):
         conn.execute("INSERT INTO u VALUES (?, ?, ?)", (i, i % 5, i % 3))
     calls = []
-    real = vtable.pending_view_delta
-    monkeypatch.setattr(vtable, "pending_view_delta", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = fold._view_delta
+    monkeypatch.setattr(fold, "_view_delta", lambda *a, **k: calls.append(1) or real(*a, **k))
     assert len(conn.execute(query).fetchall()) == 50
     conn.execute("COMMIT")
     assert len(calls) <= 5, f"pending ΔV of b computed {len(calls)} times for one SELECT"
