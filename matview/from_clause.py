@@ -24,9 +24,9 @@ from matview.errors import UnsupportedQuery
 from matview.from_items import JOIN_WORDS, OUTER_WORDS
 from matview.names import fold, quote
 from matview.plan import Template
-from matview.schema import ROWID_NAMES, Column, TableInfo, read_table, refuse_unstable_identity, refuse_view_root
+from matview.schema import ROWID_NAMES, Column, TableInfo, refuse_unstable_identity, refuse_view_root
 from matview.sqltext import Token, depth_walk, excerpt
-from matview.upstream import upstream_info
+from matview.upstream import read_source
 
 #: tokens that end a table reference's `name [AS] alias`
 _AFTER_REFERENCE = {TokenType.COMMA, TokenType.ON, TokenType.USING, *JOIN_WORDS, *OUTER_WORDS}
@@ -178,7 +178,7 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
                 raise UnsupportedQuery(f"FROM {tokens[name_index].text}: INDEXED BY and table hints are not supported")
             alias = tokens[index].text
             index += 1
-        table = upstream_info(conn, tokens[name_index].text) or read_table(conn, tokens[name_index].text)
+        table = read_source(conn, tokens[name_index].text)
         columns = {fold(c.name) for c in table.columns}
         merged: set[str] = set()
         template += [literal + sql[position : tokens[first].start], source_placeholder(len(occurrences))]

@@ -43,7 +43,7 @@ from matview.from_items import (
     view_parts,
 )
 from matview.names import fold, quote
-from matview.schema import ROWID_NAMES, read_table, view_sql
+from matview.schema import ROWID_NAMES, view_sql
 from matview.sqltext import (
     SET_OPERATIONS,
     Clauses,
@@ -51,7 +51,7 @@ from matview.sqltext import (
     Token,
     depth_walk,
     excerpt,
-    find_aggregate_calls,
+    is_aggregating,
     matching_paren,
     parse_sqlite,
     splice,
@@ -59,7 +59,7 @@ from matview.sqltext import (
     split_top_level,
     tokenize,
 )
-from matview.upstream import upstream_info
+from matview.upstream import read_source
 from matview.validate import probe_columns
 
 _MAX_DEPTH = 32  # views and CTEs nested deeper than this are refused (a cycle is refused first)
@@ -203,7 +203,7 @@ class _Inliner:
         if not tokens or tokens[0].kind != TokenType.SELECT:
             raise UnsupportedQuery(f"{context or 'the view'}: only a SELECT can be inlined")
         clauses = split_clauses(sql, tokens)
-        aggregates = bool(clauses.group or clauses.having or find_aggregate_calls(sql, clauses.select.tokens))
+        aggregates = is_aggregating(sql, clauses)
         if context is not None:
             self._refuse_non_spj(clauses, context)
         self._refuse_other_subqueries(sql, tokens, clauses)
@@ -340,7 +340,7 @@ class _Inliner:
             level = self.level(body, {}, inner_prefix, f"view {view_name}", depth + 1)
             names_ = column_names or self._sqlite_names(f"SELECT * FROM main.{quote(view_name)}", {})
             return self._derived(alias, level, names_, f"view {view_name}")
-        table = upstream_info(self.conn, reference.name) or read_table(self.conn, reference.name)
+        table = read_source(self.conn, reference.name)
         final = f"{prefix}{alias}"
         if fold(final) in self.used_aliases:
             raise UnsupportedQuery(f"FROM {reference.text}: the alias {final} is used twice once inlined")

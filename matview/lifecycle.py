@@ -202,7 +202,7 @@ def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: b
     with savepoint(conn):
         registry.evaluator.forget(view.name)
         readable.drop_shadow(conn, view.name)
-        conn.execute(f"DROP TABLE IF EXISTS temp.{quote(upstream.delta_table(view.name))}")
+        conn.execute(f"DROP TABLE IF EXISTS temp.{quote(names.view_delta_table(view.name))}")
         readable.drop_plain_view(conn, view.name)
         for table_name in (
             names.view_table(view.name),

@@ -46,6 +46,11 @@ def delta_table(table: str) -> str:
     return f"{PREFIX}delta_{table}"
 
 
+def view_delta_table(view: str) -> str:
+    """The temp table holding an upstream view's ΔV while the views over it fold."""
+    return f"{PREFIX}dv_{view}"
+
+
 def preimage_table(table: str) -> str:
     return f"{PREFIX}preimage_{table}"
 

@@ -30,7 +30,7 @@ from matview.sqltext import (
     SET_OPERATIONS,
     Clauses,
     depth_walk,
-    find_aggregate_calls,
+    is_aggregating,
     matching_paren,
     split_clauses,
     tokenize,
@@ -138,7 +138,7 @@ def _from_nodes(
         return body  # `SELECT * FROM d`: a node would be the view itself
     if any(t.kind in OUTER_WORDS for item in items for t in item.joined_by):
         return body
-    outer_aggregates = bool(clauses.group or clauses.having or find_aggregate_calls(body, clauses.select.tokens))
+    outer_aggregates = is_aggregating(body, clauses)
     rewritten = body
     for item in sorted(items, key=lambda i: -i.reference_span[0]):  # from the end: offsets stay valid
         found = _derived_select(conn, item, prefix, ctes)
@@ -197,5 +197,4 @@ def _shape(select: str) -> tuple[bool, bool]:
     if clauses.limit or clauses.window or any(t.kind == TokenType.OVER for t in clauses.select.tokens):
         return False, False
     distinct = clauses.distinct is not None and clauses.distinct.kind == TokenType.DISTINCT
-    aggregates = bool(clauses.group or clauses.having or find_aggregate_calls(text, clauses.select.tokens))
-    return distinct, aggregates
+    return distinct, is_aggregating(text, clauses)

@@ -26,7 +26,7 @@ import apsw
 from matview import names
 from matview.keys import BUILTIN_COLLATIONS
 from matview.names import quote
-from matview.operators.accumulators import RESULT_ERRORS
+from matview.operators.accumulators import result_error_markers_sql
 from matview.plan import OutputColumn, Plan
 
 
@@ -37,8 +37,8 @@ def _column(column: OutputColumn, can_overflow: bool) -> str:
         # stored as a marker blob; a stock reader gets SQLite's own "integer overflow" error
         # from abs(-2**63) instead of a wrong value. The argument
         # depends on the row, so no SQLite version evaluates it outside the CASE.
-        markers = ", ".join(f"X'{marker.hex()}'" for marker in RESULT_ERRORS)
-        ref = f"CASE WHEN {ref} IN ({markers}) THEN abs(-9223372036854775807 - 1 + ({ref} IS NULL)) ELSE {ref} END"
+        error = f"abs(-9223372036854775807 - 1 + ({ref} IS NULL))"
+        ref = f"CASE WHEN {ref} IN ({result_error_markers_sql()}) THEN {error} ELSE {ref} END"
     if column.collation.upper() in BUILTIN_COLLATIONS and column.collation.upper() != "BINARY":
         ref = f"{ref} COLLATE {column.collation.upper()}"
     return f"{ref} AS {quote(column.name)}"

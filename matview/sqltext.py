@@ -193,6 +193,11 @@ class AggregateCall:
     last: int  # index one past the call's last token (its `)` or FILTER's `)`)
 
 
+def is_aggregating(sql: str, clauses: Clauses) -> bool:
+    """Whether a SELECT aggregates: GROUP BY, HAVING, or an aggregate call in its select list."""
+    return bool(clauses.group or clauses.having or find_aggregate_calls(sql, clauses.select.tokens))
+
+
 def find_aggregate_calls(sql: str, tokens: Sequence[Token]) -> list[AggregateCall]:
     """Aggregate calls at any depth, outermost first, outside subqueries. `min`/`max` with
     two or more arguments are SQLite's scalar functions, not aggregates."""

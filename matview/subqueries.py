@@ -37,7 +37,7 @@ from matview.sqltext import (
     tokenize,
 )
 from matview.subquery_values import equalities, reads_table, refuse_unstable_value
-from matview.upstream import describe_upstream, upstream_info
+from matview.upstream import describe_upstream, read_source
 
 #: clause keywords that end a subquery's FROM clause at its depth
 _AFTER_FROM = (
@@ -193,7 +193,7 @@ def _template(text: str, edits: list[tuple[int, int, int, str, bool]], lo: int, 
 def _subquery_table(conn: apsw.Connection, name: str) -> TableInfo:
     """A base table a subquery reads (a CTE or a view there is not inlined yet)."""
     try:
-        return upstream_info(conn, name) or read_table(conn, name)
+        return read_source(conn, name)
     except UnsupportedQuery:
         raise
     except Error:

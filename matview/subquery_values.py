@@ -18,7 +18,7 @@ from sqlglot.tokens import TokenType
 from matview.errors import UnsupportedQuery
 from matview.from_items import FromItem, read_from_items
 from matview.names import fold
-from matview.schema import Column, TableInfo, affinity, has_one_variant, read_table
+from matview.schema import Column, TableInfo, affinity, has_one_variant
 from matview.sqltext import (
     SET_OPERATIONS,
     AggregateCall,
@@ -33,7 +33,7 @@ from matview.sqltext import (
     split_top_level,
     tokenize,
 )
-from matview.upstream import upstream_info
+from matview.upstream import read_source
 
 
 def equalities(text: str, where: Span) -> Iterator[tuple[tuple[Token, ...], tuple[Token, ...]]]:
@@ -150,7 +150,7 @@ def _plain_column_of(
     if name is None or len(tokens) not in (1, 3):
         return None
     candidates = [i for i in tables if len(tokens) == 1 or fold(i.alias) == fold(tokens[0].text)]
-    infos = [_source_info(conn, i.name or "") for i in candidates]
+    infos = [read_source(conn, i.name or "") for i in candidates]
     found = [(info, column) for info in infos if (column := info.column(name)) is not None]
     return found[0] if len(found) == 1 else None
 
@@ -161,7 +161,7 @@ def _unique_lookup(conn: apsw.Connection, body: str, clauses: Clauses, tables: l
     if len(tables) != 1 or not clauses.where:
         return False
     item = tables[0]
-    table = _source_info(conn, item.name or "")
+    table = read_source(conn, item.name or "")
     keys = {"rowid", "_rowid_", "oid"} | ({fold(table.ipk)} if table.ipk else set())
     if not table.has_rowid:
         keys = {fold(table.primary_key[0])} if len(table.primary_key) == 1 else set()
@@ -174,11 +174,6 @@ def _unique_lookup(conn: apsw.Connection, body: str, clauses: Clauses, tables: l
             if _is_column(key_side, item.alias, keys) and not reads_table(other, item.alias, own):
                 return True
     return False
-
-
-def _source_info(conn: apsw.Connection, name: str) -> TableInfo:
-    """A table a subquery reads: a base table, or a materialized view (as `upstream` shows it)."""
-    return upstream_info(conn, name) or read_table(conn, name)
 
 
 def _is_column(tokens: tuple[Token, ...], alias: str, names_: set[str]) -> bool:

@@ -35,9 +35,9 @@ from matview.catalog import ViewEntry
 from matview.errors import Error, UnsupportedQuery
 from matview.keys import row_of
 from matview.names import fold, quote
-from matview.operators.accumulators import RESULT_ERRORS
+from matview.operators.accumulators import RESULT_ERRORS, result_error_markers_sql
 from matview.plan import OutputColumn, Upstream
-from matview.schema import Column, TableInfo, affinity
+from matview.schema import Column, TableInfo, affinity, read_table
 from matview.zset import ZSet
 
 #: the SQL function a projection calls where a stored value cannot be shown as declared
@@ -65,6 +65,11 @@ def upstream_info(conn: apsw.Connection, name: str) -> TableInfo | None:
     return TableInfo(entry.name, columns, False, None, (), materialized=True, unique_rows=unique)
 
 
+def read_source(conn: apsw.Connection, name: str) -> TableInfo:
+    """What a FROM name reads: a materialized view (as its readers see it), or a base table."""
+    return upstream_info(conn, name) or read_table(conn, name)
+
+
 def describe_upstream(conn: apsw.Connection, name: str) -> Upstream:
     entry = find_entry(conn, name)
     assert entry is not None
@@ -79,16 +84,11 @@ def find_entry(conn: apsw.Connection, name: str) -> ViewEntry | None:
     return next((e for e in catalog.load_views(conn).values() if fold(e.name) == fold(name)), None)
 
 
-def delta_table(view: str) -> str:
-    """The temp table that holds an upstream view's ΔV while its downstream views fold."""
-    return f"{names.PREFIX}dv_{view}"
-
-
 def _read_as_declared(view: str, column: OutputColumn, aggregate: bool) -> str:
     """A stored column as the upstream's virtual table shows it (see the module docstring)."""
     expression = quote(column.name)
     if aggregate and not column.is_column:
-        markers = ", ".join(f"X'{marker.hex()}'" for marker in RESULT_ERRORS)
+        markers = result_error_markers_sql()
         arguments = f"{_literal(view)}, {_literal(column.name)}, {expression}"
         expression = (
             f"CASE WHEN {expression} IN ({markers}) THEN {UNREADABLE_FUNCTION}({arguments}) ELSE {expression} END"
@@ -127,8 +127,8 @@ class UpstreamSource:
         weight = quote(names.WEIGHT)
         self._shown = ", ".join(_read_as_declared(view, c, upstream.aggregate) for c in upstream.columns)
         self._stored = f"SELECT {names_}, {weight} FROM main.{quote(names.view_table(view))}"
-        self._delta = f"SELECT {names_}, {weight} FROM temp.{quote(delta_table(view))}"
-        self._negated_delta = f"SELECT {names_}, -{weight} FROM temp.{quote(delta_table(view))}"
+        self._delta = f"SELECT {names_}, {weight} FROM temp.{quote(names.view_delta_table(view))}"
+        self._negated_delta = f"SELECT {names_}, -{weight} FROM temp.{quote(names.view_delta_table(view))}"
         self.columns = names_
         self._column_names = [quote(c.name) for c in upstream.columns]
 
@@ -156,7 +156,7 @@ class UpstreamSource:
         )
         gone, came = ("< 0", "> 0") if new else ("> 0", "< 0")
         weight = quote(names.WEIGHT)
-        dv = f"temp.{quote(delta_table(self.view))}"
+        dv = f"temp.{quote(names.view_delta_table(self.view))}"
         kept = (
             f"SELECT {self._qualified('s')}, 1 AS {weight} FROM main.{quote(names.view_table(self.view))} AS s "
             f"WHERE NOT EXISTS (SELECT 1 FROM {dv} AS d WHERE d.{weight} {gone} AND {same})"
@@ -175,12 +175,14 @@ def ensure_delta_table(conn: apsw.Connection, view: str, columns: Sequence[Outpu
     """Create the temp table of an upstream's ΔV (temp DDL: never from inside a read), its
     columns typed as the view table's are (a plain column keeps its affinity)."""
     cols = ", ".join(f"{quote(c.name)} {c.storage_type}".rstrip() for c in columns)
-    conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {quote(delta_table(view))} ({cols}, {quote(names.WEIGHT)})")
+    conn.execute(
+        f"CREATE TEMP TABLE IF NOT EXISTS {quote(names.view_delta_table(view))} ({cols}, {quote(names.WEIGHT)})"
+    )
 
 
 def write_delta(conn: apsw.Connection, view: str, width: int, delta: ZSet[bytes]) -> None:
     """Put an upstream's ΔV where its downstream views' delta terms read it."""
-    table = f"temp.{quote(delta_table(view))}"
+    table = f"temp.{quote(names.view_delta_table(view))}"
     conn.execute(f"DELETE FROM {table}")
     if delta:
         marks = ", ".join("?" for _ in range(width + 1))

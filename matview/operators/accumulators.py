@@ -34,6 +34,13 @@ RESULT_ERRORS = {
         "SUM/TOTAL/AVG (integer overflow or ±Inf) depends on its scan order; matview does not guess"
     ),
 }
+
+
+def result_error_markers_sql() -> str:
+    """The RESULT_ERRORS markers as SQL blob literals, for `IN (…)`."""
+    return ", ".join(f"X'{marker.hex()}'" for marker in RESULT_ERRORS)
+
+
 _SCALE = 1074
 _ONE = 1 << _SCALE
 #: the least magnitude that rounds to ±Inf as a double (DBL_MAX plus half an ulp), scaled
