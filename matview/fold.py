@@ -19,6 +19,7 @@ import apsw
 from matview import catalog, names, upstream
 from matview.db import ENVIRONMENT_ERRORS, describe, savepoint
 from matview.names import quote
+from matview.recompute import recomputed_delta, should_recompute
 from matview.registry import Registry, View
 from matview.state import StateStore
 from matview.zset import ZSet
@@ -115,11 +116,12 @@ def fold_view(
     if not inputs:
         return ranges, ZSet()
     store = StateStore(conn, view.name, writable=True)
-    set_at_a_time = view.circuit.writes_while_computing(sum(hi - lo for lo, hi in inputs.values()))
+    recompute = should_recompute(conn, view, sum(hi - lo for _table, lo, hi in ranges))
+    set_at_a_time = recompute or view.circuit.writes_while_computing(sum(hi - lo for lo, hi in inputs.values()))
     try:
         if set_at_a_time:
             with savepoint(conn):
-                delta = _view_delta(conn, view, inputs, store)
+                delta = recomputed_delta(conn, view, store) if recompute else _view_delta(conn, view, inputs, store)
                 view.table.apply(conn, delta)
         else:
             delta = _view_delta(conn, view, inputs, store)  # reads only

@@ -27,7 +27,7 @@ from matview.inline import inline_query
 from matview.keys import check_collation
 from matview.names import fold, quote
 from matview.plan import WEIGHT, AggSpec, OutputColumn, Plan, PostColumn, Template
-from matview.schema import Column, TableInfo, has_one_variant
+from matview.schema import Column, TableInfo, has_one_variant, image_keys
 from matview.sqltext import (
     AggregateCall,
     Clauses,
@@ -39,6 +39,7 @@ from matview.sqltext import (
     parse_sqlite,
     splice,
     split_clauses,
+    split_conjuncts,
     split_top_level,
     tokenize,
 )
@@ -423,6 +424,12 @@ def _is_cast(tokens: tuple[Token, ...]) -> bool:
     )
 
 
+def _reach_filter(where: str) -> str:
+    """The WHERE's top-level conjuncts that hold no subquery (`Plan.reach_filter`)."""
+    kept = [c.text for c in split_conjuncts(where, tokenize(where)) if c.tokens and not has_subquery(c.text)]
+    return " AND ".join(f"({text})" for text in kept)
+
+
 def build_plan(
     conn: apsw.Connection,
     sql: str,
@@ -488,6 +495,9 @@ def build_plan(
         full_key=_row_key(source.occurrences[1].table) if source.outer_kind == "FULL" else (),
         root_recompute=source.root_recompute,
         from_template=source.template if source.root_recompute else (),
+        reach_filter=_reach_filter(where),
+        image_keys=image_keys([o.table for o in source.occurrences]),
+        inner_from=not source.outer_kind and not source.root_recompute,
         kind="rows",
         stage1=_stage1([item.text for item in items], source, where_sql),
         columns=columns,

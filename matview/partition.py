@@ -30,7 +30,7 @@ from matview.from_items import JOIN_WORDS, OUTER_WORDS
 from matview.keys import row_key, row_of
 from matview.names import quote
 from matview.plan import Plan, Template, render
-from matview.sqltext import depth_walk, tokenize
+from matview.sqltext import depth_walk, has_where_clause, tokenize
 from matview.state import StateStore
 from matview.zset import ZSet
 
@@ -78,9 +78,27 @@ def true_old_source(terms: DeltaTerms, number: int, table: str) -> str:
         f"(SELECT coalesce(sum(d.{weight}), 0) FROM {delta} AS d "
         f"WHERE d.{seq} > :lo{number} AND d.{seq} <= :hi{number} AND {same}) > 0"
     )
-    # by image (a NOT NULL primary key makes each unique): no rowid, which VACUUM may renumber
+    condition = f"NOT ({inserted_image})"
+    found = terms.plan.image_key(table)
+    if found is not None:
+        # by key (a PRIMARY KEY): an inserted image is the one row of X with its key, so the
+        # key finds it, set at a time — comparing images is a loop over the changes per row.
+        # A key with a NULL matches nothing: such rows (they may repeat) compare images.
+        image_key, nullable = found
+        keys = ", ".join(f"t.{quote(c)}" for c in image_key)
+        inserted = (
+            f"SELECT {', '.join(quote(c) for c in image_key)} FROM {delta} WHERE {in_range} AND "
+            f"{_no_null(image_key, '')} GROUP BY {exact} HAVING sum({weight}) > 0"
+        )
+        by_key = f"({keys}) NOT IN ({inserted})"
+        condition = f"CASE WHEN {_no_null(image_key, 't.')} THEN {by_key} ELSE {condition} END" if nullable else by_key
+    # by image: no rowid, which VACUUM may renumber
     kept = ", ".join([*(f"t.{quote(c)}" for c in user), *(f"t.{rowids[0]} AS {a}" for a in rowids)])
-    return f"(SELECT {kept} FROM main.{quote(table)} AS t WHERE NOT ({inserted_image}) UNION ALL {deleted})"
+    return f"(SELECT {kept} FROM main.{quote(table)} AS t WHERE {condition} UNION ALL {deleted})"
+
+
+def _no_null(columns: tuple[str, ...], prefix: str) -> str:
+    return " AND ".join(f"{prefix}{quote(c)} IS NOT NULL" for c in columns)
 
 
 def _state(terms: DeltaTerms, table: str, new: bool, applied: bool) -> str:
@@ -112,6 +130,7 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
     old = {f"source{i}": _state(terms, t, t not in changed, applied) for i, t in enumerate(plan.sources)}
     top = sum(1 for part in plan.from_template[1::2] if part.startswith("source"))
     rows_everywhere = render(plan.stage1, weight=f"{key}, 1", **new)
+    also = f"{plan.reach_filter} AND " if plan.reach_filter else ""
     reached: list[str] = []
     for j in range(top, len(plan.sources)):
         if plan.sources[j] not in changed:
@@ -126,15 +145,26 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
                 inner = render(template, **{**state, **delta})
                 outer = render(plan.from_template, **state)
                 if join:  # the change leads: the outer rows are found by index from ΔX
-                    reached.append(f"SELECT {key} FROM {outer}, {inner[len('FROM') :]}")
+                    tail = inner[len("FROM") :]
+                    if plan.reach_filter:
+                        tail += f" {'AND' if has_where_clause(tail) else 'WHERE'} {plan.reach_filter}"
+                    reached.append(f"SELECT {key} FROM {outer}, {tail}")
                 else:
-                    reached.append(f"SELECT {key} FROM {outer} WHERE EXISTS (SELECT 1 {inner})")
+                    reached.append(f"SELECT {key} FROM {outer} WHERE {also}EXISTS (SELECT 1 {inner})")
     for i, table in enumerate(plan.sources[:top]):
         if table not in changed:
             continue
         delta = {f"source{i}": terms.delta_source(table)}
         if i == 0:
             reached.append(f"SELECT {key} FROM {delta['source0']} AS {root}")
+            continue
+        if plan.inner_from and plan.reach_filter:
+            # inner joins: a row of the view that ΔX changes has X's old or new row in it and
+            # passes the WHERE, so the whole FROM with ΔX in X's place, filtered, finds its root
+            # through the join conditions (a prefix without them would be a cross product)
+            for state in _states(new, old, changed, table, plan.sources[:top]):
+                whole = render(plan.from_template, **{**state, **delta})
+                reached.append(f"SELECT {key} FROM {whole} WHERE {plan.reach_filter}")
             continue
         matched = f"{quote(plan.aliases[i])}.{quote(names.WEIGHT)} IS NOT NULL"  # ΔX joined this row
         # the joins up to X only: a later inner join may accept a row only where X did not

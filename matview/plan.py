@@ -140,6 +140,14 @@ class Plan:
     #: can join the outer FROM (no name clash) instead of an EXISTS (see `subqueries`, `partition`)
     subquery_reach: tuple[tuple[tuple[int, ...], Template, bool], ...] = ()
     subquery_probes: tuple[tuple[str, str, str], ...] = ()  # (table, column, collation) subqueries compare by `=`
+    #: root_recompute: the outer WHERE's conjuncts without a subquery, ANDed — a row that fails them
+    #: gives no view row in any state, so the reach queries may skip it (and SQLite may use them to
+    #: join by index instead of forming the FROM clause's cross product)
+    reach_filter: str = ""
+    inner_from: bool = False  # the FROM clause joins with inner joins only (no LEFT/RIGHT/FULL)
+    #: per base table with one: its `TableInfo.image_key` and whether that may hold NULLs
+    #: (`partition.true_old_source` finds a changed row's current image by it)
+    image_keys: tuple[tuple[str, tuple[str, ...], bool], ...] = ()
     auto_indexes: bool = True  # create the join-key indexes delta terms need (see `indexes`)
     indexes: tuple[str, ...] = ()  # matview's indexes this view's delta terms use
     scans: tuple[str, ...] = ()  # delta-term loops that remain scans, as messages
@@ -167,6 +175,9 @@ class Plan:
     def base_tables(self) -> list[str]:
         """The distinct base tables the SELECT reads itself (not through an upstream view)."""
         return [t for t in self.tables if t not in self.upstream_views]
+
+    def image_key(self, table: str) -> tuple[tuple[str, ...], bool] | None:
+        return next(((key, nullable) for name, key, nullable in self.image_keys if name == table), None)
 
     def signature(self, table: str) -> Signature | None:
         return next((sig for name, sig in self.signatures if name == table), None)
@@ -205,6 +216,7 @@ class Plan:
             data.setdefault(name, ())
         data.setdefault("from_template", ())
         data["subquery_probes"] = tuple(tuple(p) for p in data.get("subquery_probes", ()))
+        data["image_keys"] = tuple((t, tuple(k), bool(n)) for t, k, n in data.get("image_keys", ()))
         data["subquery_reach"] = tuple(
             (tuple(r[0]), tuple(r[1]), bool(r[2]) if len(r) > 2 else False) for r in data.get("subquery_reach", ())
         )

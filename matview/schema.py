@@ -68,6 +68,15 @@ class TableInfo:
         return self.primary_key or None
 
     @property
+    def image_key(self) -> tuple[str, ...] | None:
+        """Columns whose values, none NULL, pick out exactly one row at any moment, other than
+        the rowid: a PRIMARY KEY (unique under its columns' affinity and collation; a rowid
+        table's may hold NULLs, and rows with NULLs in it may repeat: `key_may_be_null`)."""
+        if self.has_rowid and self.ipk is not None:
+            return None
+        return self.primary_key or None
+
+    @property
     def key_may_be_null(self) -> bool:
         """Whether `stable_key` may hold NULLs (a rowid table's PRIMARY KEY without NOT NULL)."""
         return self.has_rowid and self.ipk is None and not self.pk_not_null
@@ -83,6 +92,17 @@ class TableInfo:
     def signature(self) -> list[list[str]]:
         """What must stay the same for views over this table to remain valid."""
         return [[c.name, c.decltype, c.collation] for c in self.columns]
+
+
+def image_keys(tables: list[TableInfo]) -> tuple[tuple[str, tuple[str, ...], bool], ...]:
+    """(table, its `image_key`, whether it may hold NULLs) for each distinct base table that has
+    one (`Plan.image_keys`)."""
+    found: dict[str, tuple[str, tuple[str, ...], bool]] = {}
+    for table in tables:
+        key = None if table.materialized else table.image_key
+        if key is not None:
+            found.setdefault(table.name, (table.name, key, table.key_may_be_null))
+    return tuple(found.values())
 
 
 def refuse_unstable_identity(table: TableInfo, what: str) -> None:

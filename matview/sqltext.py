@@ -128,6 +128,38 @@ def split_top_level(sql: str, tokens: Sequence[Token], separator: TokenType = To
     return parts
 
 
+def has_where_clause(text: str) -> bool:
+    """Whether a `FROM … [WHERE …]` text has its WHERE (at depth 0)."""
+    tokens = tokenize(text)
+    return any(t.kind == TokenType.WHERE and d == 0 for t, d in zip(tokens, depth_walk(tokens)))
+
+
+def split_conjuncts(sql: str, tokens: Sequence[Token]) -> list[Span]:
+    """The top-level `AND` terms of a condition: not an AND inside parentheses, inside a
+    CASE … END, or the one of a `BETWEEN x AND y`."""
+    parts: list[Span] = []
+    current: list[Token] = []
+    cases = betweens = 0
+    for token, depth in zip(tokens, depth_walk(tokens)):
+        top = depth == 0 and cases == 0
+        if depth == 0 and token.kind == TokenType.CASE:
+            cases += 1
+        elif depth == 0 and token.kind == TokenType.END and cases:
+            cases -= 1
+        elif top and token.kind == TokenType.BETWEEN:
+            betweens += 1
+        if top and token.kind == TokenType.AND:
+            if betweens:
+                betweens -= 1
+            else:
+                parts.append(Span(sql, tuple(current)))
+                current = []
+                continue
+        current.append(token)
+    parts.append(Span(sql, tuple(current)))
+    return parts
+
+
 @dataclass(frozen=True)
 class Clauses:
     """The clauses of a simple SELECT, each the span after its keyword."""

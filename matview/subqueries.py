@@ -25,6 +25,7 @@ from matview.plan import Plan, Template, render
 from matview.schema import (
     ROWID_NAMES,
     TableInfo,
+    image_keys,
     read_table,
     refuse_unstable_identity,
     refuse_view_root,
@@ -34,6 +35,7 @@ from matview.sqltext import (
     Span,
     Token,
     depth_walk,
+    has_where_clause,
     tokenize,
 )
 from matview.subquery_values import equalities, reads_table, refuse_unstable_value
@@ -253,6 +255,7 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
             dict.fromkeys([*plan.stable_rowid_tables, *(t.name for t in tables.values() if t.has_rowid and t.ipk)])
         ),
         root_recompute=True,
+        image_keys=(*plan.image_keys, *image_keys([t for t in tables.values() if t.name not in known])),
         upstreams=(
             *plan.upstreams,
             *(describe_upstream(conn, t.name) for t in tables.values() if t.materialized and t.name not in known_views),
@@ -265,17 +268,23 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
         from_template=source.template,
         # a subquery in an ON condition reads its tables from the FROM clause's own text: a change
         # of one reaches every row (`circuit.DeltaTerms._root_terms`)
-        subquery_reach=() if has_subquery("".join(source.template[::2])) else _joinable(conn, source, extra, reaches),
+        subquery_reach=()
+        if has_subquery("".join(source.template[::2]))
+        else _joinable(conn, source, extra, reaches, plan.reach_filter),
     )
 
 
 def _joinable(
-    conn: apsw.Connection, source: FromClause, extra: list[Occurrence], reaches: list[SubqueryReach]
+    conn: apsw.Connection,
+    source: FromClause,
+    extra: list[Occurrence],
+    reaches: list[SubqueryReach],
+    reach_filter: str,
 ) -> tuple[tuple[tuple[int, ...], Template, bool], ...]:
     """Whether each subquery's `FROM … WHERE …` can join the outer FROM clause to find the rows
     it reaches, driven by the change (an EXISTS would visit every outer row). It can when no
-    alias is in both, and the join prepares: a name both scopes know is ambiguous there (an
-    error, never another binding)."""
+    alias is in both, and the join prepares with the outer `reach_filter`: a name both scopes
+    know is ambiguous there (an error, never another binding)."""
     everything = [*source.occurrences, *extra]
     tables = {f"source{i}": f"main.{quote(o.table.name)}" for i, o in enumerate(everything)}
     outer = render(source.template, **tables)
@@ -285,7 +294,10 @@ def _joinable(
         joinable = not any(fold(everything[n].alias) in outer_aliases for n in numbers)
         if joinable:
             try:
-                conn.execute(f"EXPLAIN SELECT 1 FROM {outer}, {render(template, **tables)[len('FROM') :]}").fetchall()
+                inner = render(template, **tables)[len("FROM") :]
+                joiner = "AND" if has_where_clause(inner) else "WHERE"
+                filtered = f" {joiner} {reach_filter}" if reach_filter else ""
+                conn.execute(f"EXPLAIN SELECT 1 FROM {outer}, {inner}{filtered}").fetchall()
             except apsw.SQLError:
                 joinable = False
         found.append((numbers, template, joinable))
