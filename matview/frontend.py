@@ -44,6 +44,7 @@ from matview.sqltext import (
     tokenize,
 )
 from matview.subqueries import has_subquery, with_subqueries
+from matview.subquery_sources import expand_subquery_sources
 from matview.upstream import describe_upstream
 from matview.validate import (
     one_statement,
@@ -82,7 +83,8 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
         plan = combine(conn, [(c.plan, c.source) for c in compiled], operation)
         arms_ = tuple(replace(c, plan=replace(c.plan, auto_indexes=auto_indexes)) for c in compiled)
         return Compiled(replace(plan, auto_indexes=auto_indexes), compiled[0].tree, compiled[0].source, arms_)
-    inlined = inline_query(conn, sql)
+    expanded = expand_subquery_sources(conn, sql)
+    inlined = inline_query(conn, expanded)
     if inlined.sql != sql:
         sql, tokens = one_statement(inlined.sql)
     tree = parse_select(sql)

@@ -142,6 +142,21 @@ def inline_query(conn: apsw.Connection, sql: str) -> Inlined:
     return Inlined(text, tuple(inliner.views.items()))
 
 
+def plain_view_sql(conn: apsw.Connection, name: str) -> str | None:
+    """The CREATE VIEW text of a plain (not materialized) view of the main schema."""
+    text = view_sql(conn, name)
+    if text is None:
+        return None
+    if (
+        catalog.has_catalog(conn)
+        and conn.execute(f"SELECT 1 FROM main.{quote(names.CATALOG)} WHERE name = ? COLLATE NOCASE", (name,)).fetchone()
+    ):
+        return None  # read as a source, as a table is (see `matview.upstream`)
+    if conn.execute("SELECT 1 FROM temp.sqlite_master WHERE name = ? COLLATE NOCASE", (name,)).fetchone():
+        raise UnsupportedQuery(f"FROM {name}: a temporary table or view cannot be maintained")
+    return text
+
+
 class _Inliner:
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
@@ -150,20 +165,7 @@ class _Inliner:
 
     # -- what is where -----------------------------------------------------------------
     def _plain_view(self, name: str) -> str | None:
-        """The CREATE VIEW text of a plain (not materialized) view of the main schema."""
-        text = view_sql(self.conn, name)
-        if text is None:
-            return None
-        if (
-            catalog.has_catalog(self.conn)
-            and self.conn.execute(
-                f"SELECT 1 FROM main.{quote(names.CATALOG)} WHERE name = ? COLLATE NOCASE", (name,)
-            ).fetchone()
-        ):
-            return None  # read as a source, as a table is (see `matview.upstream`)
-        if self.conn.execute("SELECT 1 FROM temp.sqlite_master WHERE name = ? COLLATE NOCASE", (name,)).fetchone():
-            raise UnsupportedQuery(f"FROM {name}: a temporary table or view cannot be maintained")
-        return text
+        return plain_view_sql(self.conn, name)
 
     def needs_flattening(self, sql: str, ctes: dict[str, Cte]) -> bool:
         tokens = tokenize(sql)

@@ -110,11 +110,22 @@ def _refused(tmp_path: Path, sql: str) -> None:
         conn.close()
 
 
-def test_cte_read_inside_a_subquery_is_refused_as_unsupported(tmp_path):
+def test_cte_read_inside_a_subquery_is_maintained(tmp_path):
     """`WITH u AS (…) SELECT … WHERE id IN (SELECT user_id FROM u)` is valid SQLite (it runs);
-    matview raises the base class `matview.Error("no such table: u")` — the subquery pass
-    looks `u` up as a base table — instead of `UnsupportedQuery` naming the construct."""
-    _refused(tmp_path, "WITH u AS (SELECT user_id FROM posts) SELECT id FROM users WHERE id IN (SELECT user_id FROM u)")
+    matview raised the base class `matview.Error("no such table: u")` — the subquery pass
+    looked `u` up as a base table —, then `UnsupportedQuery`; now the CTE is read there as the
+    derived table it stands for (`matview.subquery_sources`) and maintained."""
+    sql = "WITH u AS (SELECT user_id FROM posts) SELECT id FROM users WHERE id IN (SELECT user_id FROM u)"
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT)")
+    conn.execute("CREATE TABLE posts(id INTEGER PRIMARY KEY, user_id INTEGER)")
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {sql}")
+    with conn:
+        conn.execute("INSERT INTO users VALUES (1, 'a'), (2, 'b')")
+        conn.execute("INSERT INTO posts VALUES (1, 2)")
+    assert_view_matches(conn, "v", sql)
+    conn.execute("DELETE FROM posts")
+    assert_view_matches(conn, "v", sql)
 
 
 def test_sqlite_schema_inside_a_subquery_is_refused_as_unsupported(tmp_path):
@@ -448,6 +459,7 @@ APP_QUERIES = {
     "count_alias_in_where": "SELECT id, (SELECT count(*) FROM posts WHERE user_id = users.id) AS n FROM users WHERE n > 1",
     "cte_active": "WITH active AS (SELECT * FROM users WHERE active = 1) SELECT active.name, posts.title FROM active JOIN posts ON posts.user_id = active.id",
     "plain_view_join": "SELECT u.name, p.id FROM users u JOIN published_posts p ON p.user_id = u.id",
+    "plain_view_in_subquery": "SELECT id FROM users WHERE id IN (SELECT user_id FROM published_posts)",
     "star_count": "SELECT posts.*, (SELECT count(*) FROM comments WHERE post_id = posts.id) AS n FROM posts",
     "lj_chain": "SELECT u.id, p.id, c.id FROM users u LEFT JOIN posts p ON p.user_id = u.id LEFT JOIN comments c ON c.post_id = p.id AND c.user_id = u.id",
     "case_agg": "SELECT user_id, sum(CASE WHEN EXISTS (SELECT 1 FROM comments WHERE post_id = posts.id) THEN 1 ELSE 0 END), count(*) FILTER (WHERE EXISTS (SELECT 1 FROM post_tags WHERE post_id = posts.id)) FROM posts GROUP BY user_id",
@@ -483,7 +495,6 @@ REFUSED = [
     # subqueries combined with CTEs, FROM-subqueries or plain views
     "WITH big AS (SELECT * FROM posts WHERE published = 1) SELECT id FROM big WHERE EXISTS (SELECT 1 FROM users WHERE users.id = big.user_id)",
     "SELECT u.name, p.id FROM users u JOIN published_posts p ON p.user_id = u.id WHERE EXISTS (SELECT 1 FROM posts WHERE posts.id = p.id)",
-    "SELECT id FROM users WHERE id IN (SELECT user_id FROM published_posts)",
     "SELECT t.k FROM (SELECT id AS k FROM users WHERE EXISTS (SELECT 1 FROM posts WHERE user_id = users.id)) AS t",
     # scan-order dependent values
     "SELECT id, (SELECT group_concat(id) FROM posts WHERE user_id = users.id) FROM users",
