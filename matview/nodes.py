@@ -17,6 +17,7 @@ LIMIT, a window or a set operation, and any query with an outer join or a set op
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import apsw
@@ -35,6 +36,7 @@ from matview.sqltext import (
     split_clauses,
     tokenize,
 )
+from matview.subquery_values import is_from_item
 from matview.validate import probe_columns
 
 NODE_PREFIX = f"{PREFIX}node_"
@@ -146,12 +148,15 @@ def _from_nodes(
             continue
         inner, node_sql = found
         distinct, aggregates = _shape(inner)
-        if not (distinct or (aggregates and (len(items) > 1 or outer_aggregates))):
+        # a subquery in it: the inline pass cannot flatten it (its names would move scope)
+        subquery = _has_expression_subquery(inner) and not (prefix and inner.lstrip()[:4].upper() == "WITH")
+        if not (distinct or subquery or (aggregates and (len(items) > 1 or outer_aggregates))):
             continue
-        if distinct and item.body is None:
-            # a DISTINCT CTE or view is its own body (`SELECT * FROM` it would be refused as a
-            # DISTINCT derived table): without a column list to rename its columns, and as a
-            # CTE only (a view's body would not follow the view's redefinition)
+        if (distinct or subquery) and item.body is None:
+            # a DISTINCT CTE or view, or one with a subquery, is its own body (`SELECT * FROM` it
+            # would be refused as a derived table the inline pass cannot flatten): without a
+            # column list to rename its columns, and as a CTE only (a view's body would not
+            # follow the view's redefinition)
             cte = ctes.get(fold(item.name or "")) if not item.schema else None
             if cte is None or cte.columns is not None:
                 continue
@@ -160,6 +165,19 @@ def _from_nodes(
         start, end = item.reference_span
         rewritten = f"{rewritten[:start]}{quote(node.name)} AS {quote(item.alias)}{rewritten[end:]}"
     return rewritten
+
+
+def _has_expression_subquery(select: str) -> bool:
+    """Whether a SELECT has a subquery outside its FROM clause's derived tables (IN, EXISTS,
+    a scalar subquery) at any depth."""
+    tokens = tokenize(select)
+    if tokens and tokens[0].kind == TokenType.WITH:
+        ctes, main = read_with(select, tokens, {})
+        return any(_has_expression_subquery(c.body) for c in ctes.values()) or _has_expression_subquery(main)
+    return any(
+        t.kind == TokenType.L_PAREN and n.kind == TokenType.SELECT and not is_from_item(tokens, i)
+        for i, (t, n) in enumerate(itertools.pairwise(tokens))
+    )
 
 
 def _reads_alone(clauses: Clauses) -> bool:

@@ -109,7 +109,7 @@ def test_braces_in_sql_text_are_literal(tmp_path):
         },
         [
             'INSERT INTO "t{x}"("{source}", j) VALUES (\'a\', \'{"a": 2}\'), (\'{}\', \'{"a": {"b": 1}}\')',
-            "DELETE FROM \"t{x}\" WHERE \"{source}\" = 'a'",
+            'DELETE FROM "t{x}" WHERE "{source}" = \'a\'',
         ],
     )
 

@@ -134,31 +134,73 @@ class Gen:
                 (f"SELECT id, v AS g FROM {t} WHERE NOT EXISTS (SELECT 1 FROM {u} WHERE {u}.g > {t}.v)", {u}),
                 (f"SELECT id, (SELECT count(*) FROM {u} WHERE {u}.g >= {t}.v) AS g FROM {t}", {u}),
                 (f"SELECT {t}.id AS id, q.g AS g FROM {t} LEFT JOIN {u} q ON q.g = {t}.v", {u}),
-                (f"SELECT x.id AS id, y.id AS yid, q.g AS g FROM {t} x LEFT JOIN {t2} y ON y.k = x.k LEFT JOIN {u} q ON q.g = y.v", {u}),
-                (f"SELECT {t}.id AS id, q.c AS n, {t}.v AS g FROM {t} JOIN (SELECT g, count(*) AS c FROM {u} GROUP BY g) q ON q.g = {t}.v", {u}),
+                (
+                    f"SELECT x.id AS id, y.id AS yid, q.g AS g FROM {t} x LEFT JOIN {t2} y ON y.k = x.k LEFT JOIN {u} q ON q.g = y.v",
+                    {u},
+                ),
+                (
+                    f"SELECT {t}.id AS id, q.c AS n, {t}.v AS g FROM {t} JOIN (SELECT g, count(*) AS c FROM {u} GROUP BY g) q ON q.g = {t}.v",
+                    {u},
+                ),
                 (f"SELECT c AS g, count(*) AS n FROM (SELECT g, count(*) AS c FROM {u} GROUP BY g) GROUP BY c", {u}),
                 (f"SELECT x.g AS g, y.g AS g2 FROM {u} x JOIN {u2} y ON x.g = y.g", {u, u2}),
                 (f"SELECT g FROM {u} UNION ALL SELECT v FROM {t}", {u}),
                 (f"SELECT g FROM {u} {op} SELECT v FROM {t}", {u}),
-                (f"SELECT id, v AS g FROM {t} WHERE v IN (SELECT q.g FROM {u} q GROUP BY q.g HAVING count(*) > 1)", {u}),
+                (
+                    f"SELECT id, v AS g FROM {t} WHERE v IN (SELECT q.g FROM {u} q GROUP BY q.g HAVING count(*) > 1)",
+                    {u},
+                ),
                 (f"SELECT q.g AS g, {t}.id AS tid FROM {u} q FULL JOIN {t} ON {t}.v = q.g", {u}),
-                (f"SELECT {t}.id AS id, q.g AS g FROM {t} LEFT JOIN {u} q ON q.g = {t}.v WHERE EXISTS (SELECT 1 FROM {u2} WHERE {u2}.g = {t}.v)", {u, u2}),
-                (f"SELECT x.g AS g, {t}.id AS tid, count(*) AS n FROM {u} x JOIN {t} ON {t}.v = x.g GROUP BY x.g, {t}.id", {u}),
-                (f"SELECT g, count(*) AS n FROM (SELECT DISTINCT q.g FROM {u} q) d JOIN {t} ON {t}.v = d.g GROUP BY g", {u}),
+                (
+                    f"SELECT {t}.id AS id, q.g AS g FROM {t} LEFT JOIN {u} q ON q.g = {t}.v WHERE EXISTS (SELECT 1 FROM {u2} WHERE {u2}.g = {t}.v)",
+                    {u, u2},
+                ),
+                (
+                    f"SELECT x.g AS g, {t}.id AS tid, count(*) AS n FROM {u} x JOIN {t} ON {t}.v = x.g GROUP BY x.g, {t}.id",
+                    {u},
+                ),
+                (
+                    f"SELECT g, count(*) AS n FROM (SELECT DISTINCT q.g FROM {u} q) d JOIN {t} ON {t}.v = d.g GROUP BY g",
+                    {u},
+                ),
                 (f"SELECT id, v AS g FROM {t} WHERE v IN (SELECT DISTINCT q.g FROM {u} q)", {u}),
-                (f"SELECT g, avg(g) AS av, count(DISTINCT g) AS cd, min(g) AS mn, total(g) AS tt FROM {u} GROUP BY g", {u}),
+                (
+                    f"SELECT g, avg(g) AS av, count(DISTINCT g) AS cd, min(g) AS mn, total(g) AS tt FROM {u} GROUP BY g",
+                    {u},
+                ),
                 (f"SELECT count(DISTINCT g) AS n, avg(g) AS g, min(g) AS mn FROM {u}", {u}),
                 (f"SELECT {t}.id AS id, (SELECT count(*) FROM {u} q WHERE q.g = {t}.v) AS g FROM {t}", {u}),
-                (f"SELECT {t}.id AS id, {t}.v AS g FROM {t} WHERE ({t}.v, {t}.id) IN (SELECT q.g, q.n FROM {u} q)", {u}),
-                (f"SELECT x.id AS id, q.g AS g FROM {t} x LEFT JOIN {u} q ON q.g = x.v AND EXISTS (SELECT 1 FROM {t2} z WHERE z.v = q.g)", {u}),
-                (f"SELECT x.id AS id, q.g AS g FROM {t} x LEFT JOIN {t2} y ON y.v = x.v LEFT JOIN (SELECT g, count(*) AS c FROM {u} GROUP BY g) q ON q.g = y.v", {u}),
+                (
+                    f"SELECT {t}.id AS id, {t}.v AS g FROM {t} WHERE ({t}.v, {t}.id) IN (SELECT q.g, q.n FROM {u} q)",
+                    {u},
+                ),
+                (
+                    f"SELECT x.id AS id, q.g AS g FROM {t} x LEFT JOIN {u} q ON q.g = x.v AND EXISTS (SELECT 1 FROM {t2} z WHERE z.v = q.g)",
+                    {u},
+                ),
+                (
+                    f"SELECT x.id AS id, q.g AS g FROM {t} x LEFT JOIN {t2} y ON y.v = x.v LEFT JOIN (SELECT g, count(*) AS c FROM {u} GROUP BY g) q ON q.g = y.v",
+                    {u},
+                ),
                 (f"SELECT g, count(*) AS n FROM {u} GROUP BY g HAVING count(*) > 1", {u}),
-                (f"SELECT x.g AS g, count(*) AS n, sum(y.id) AS si FROM {u} x JOIN {t} y ON y.v = x.g JOIN {u2} z ON z.g = y.v GROUP BY x.g", {u, u2}),
+                (
+                    f"SELECT x.g AS g, count(*) AS n, sum(y.id) AS si FROM {u} x JOIN {t} y ON y.v = x.g JOIN {u2} z ON z.g = y.v GROUP BY x.g",
+                    {u, u2},
+                ),
                 (f"SELECT g FROM {u} UNION ALL SELECT g FROM {u2}", {u, u2}),
-                (f"SELECT id, v AS g FROM {t} WHERE v IN (SELECT q.g FROM {u} q) OR EXISTS (SELECT 1 FROM {u2} p WHERE p.g = {t}.id)", {u, u2}),
-                (f"SELECT {t}.v AS g, count(*) AS n FROM {t} WHERE {t}.v NOT IN (SELECT q.g FROM {u} q WHERE q.g IS NOT NULL) GROUP BY {t}.v", {u}),
+                (
+                    f"SELECT id, v AS g FROM {t} WHERE v IN (SELECT q.g FROM {u} q) OR EXISTS (SELECT 1 FROM {u2} p WHERE p.g = {t}.id)",
+                    {u, u2},
+                ),
+                (
+                    f"SELECT {t}.v AS g, count(*) AS n FROM {t} WHERE {t}.v NOT IN (SELECT q.g FROM {u} q WHERE q.g IS NOT NULL) GROUP BY {t}.v",
+                    {u},
+                ),
                 (f"SELECT q.g AS g, q.n AS n FROM {u} q WHERE q.n > (SELECT count(*) FROM {t} WHERE {t}.v = q.g)", {u}),
-                (f"SELECT {t}.id AS id, {t}.v AS g FROM {t} WHERE {t}.v IN (SELECT q.g FROM {u} q) AND {t}.id IN (SELECT q.g FROM {u2} q)", {u, u2}),
+                (
+                    f"SELECT {t}.id AS id, {t}.v AS g FROM {t} WHERE {t}.v IN (SELECT q.g FROM {u} q) AND {t}.id IN (SELECT q.g FROM {u2} q)",
+                    {u, u2},
+                ),
             ]
             sql, deps = r.choice(shapes)
             sql = re.sub(r"\bAS g\b", f"AS {O}", sql)
@@ -169,16 +211,22 @@ class Gen:
     def write(self) -> str:
         r = self.r
         t = r.choice(self.tables)
-        kind = r.choice(["ins", "ins", "ins", "upk", "upv", "del", "delmax", "repl", "upall", "ups", "upid", "upsert", "churn"])
+        kind = r.choice(
+            ["ins", "ins", "ins", "upk", "upv", "del", "delmax", "repl", "upall", "ups", "upid", "upsert", "churn"]
+        )
         if kind == "upid":
             return f"UPDATE OR IGNORE {t} SET id = id + {r.choice([1, 7, -1])} WHERE id % 4 = {r.randint(0, 3)}"
         if kind == "upsert":
-            return (f"INSERT INTO {t} VALUES {self.row(t)} ON CONFLICT(id) DO UPDATE SET v = excluded.v, "
-                    f"k = coalesce(excluded.k, k)")
+            return (
+                f"INSERT INTO {t} VALUES {self.row(t)} ON CONFLICT(id) DO UPDATE SET v = excluded.v, "
+                f"k = coalesce(excluded.k, k)"
+            )
         if kind == "churn":
             i = r.randint(1, 20)
-            return (f"INSERT OR REPLACE INTO {t} VALUES {self.row(t, i)}; UPDATE {t} SET v = {lit(r.choice(VVALS))} "
-                    f"WHERE id = {i}; DELETE FROM {t} WHERE id = {i} AND v IS {lit(r.choice(VVALS))}")
+            return (
+                f"INSERT OR REPLACE INTO {t} VALUES {self.row(t, i)}; UPDATE {t} SET v = {lit(r.choice(VVALS))} "
+                f"WHERE id = {i}; DELETE FROM {t} WHERE id = {i} AND v IS {lit(r.choice(VVALS))}"
+            )
         if kind == "ins":
             return f"INSERT OR IGNORE INTO {t} VALUES {self.row(t)}"
         if kind == "repl":
@@ -347,7 +395,6 @@ class Fuzz:
         self.conn.close()
 
 
-
 @pytest.mark.parametrize("seed", [3, 17, 60001, 60006, 100004, 110007])
 def test_seeded_cross_feature_programs(tmp_path, seed):
     Fuzz(tmp_path / "db.sqlite", seed).run(8)
@@ -373,9 +420,7 @@ def test_pending_delta_is_not_recomputed_per_outer_row(tmp_path, monkeypatch):
         for i in range(50):
             conn.execute("INSERT INTO t VALUES (?, ?, ?)", (i, i % 5, i % 7))
             conn.execute("INSERT INTO u VALUES (?, ?, ?)", (i, i % 5, i % 3))
-    conn.execute(
-        "CREATE MATERIALIZED VIEW a AS SELECT t.v AS g, count(*) AS n FROM t JOIN u ON t.k = u.k GROUP BY t.v"
-    )
+    conn.execute("CREATE MATERIALIZED VIEW a AS SELECT t.v AS g, count(*) AS n FROM t JOIN u ON t.k = u.k GROUP BY t.v")
     conn.execute("CREATE MATERIALIZED VIEW b AS SELECT g, n FROM a WHERE n > 0")
     query = "SELECT id FROM t WHERE EXISTS (SELECT 1 FROM b WHERE b.n > t.id)"
     conn.execute("BEGIN")

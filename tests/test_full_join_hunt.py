@@ -82,8 +82,16 @@ def test_full_join_on_shapes_with_mixed_keys(tmp_path, a_key, b_key, values):
         [f"INSERT INTO b VALUES (4, {v[0]}, 2)", "DELETE FROM a WHERE id = 2", f"INSERT INTO a VALUES (4, {v[3]}, 0)"],
         [f"UPDATE a SET k = {v[2]} WHERE id = 1", f"UPDATE b SET k = {v[0]} WHERE id = 2"],
         [f"INSERT OR REPLACE INTO b VALUES (1, {v[3]}, 5)", "DELETE FROM a WHERE id = (SELECT max(id) FROM a)"],
-        [f"INSERT INTO a VALUES (4, {v[1]}, 1)", f"INSERT INTO a VALUES (1, {v[1]}, 9) ON CONFLICT(id) DO UPDATE SET k = NULL"],
-        ["DELETE FROM a", "DELETE FROM b", f"INSERT INTO b VALUES (1, {v[0]}, 1)", f"INSERT INTO a VALUES (1, {v[1]}, 2)"],
+        [
+            f"INSERT INTO a VALUES (4, {v[1]}, 1)",
+            f"INSERT INTO a VALUES (1, {v[1]}, 9) ON CONFLICT(id) DO UPDATE SET k = NULL",
+        ],
+        [
+            "DELETE FROM a",
+            "DELETE FROM b",
+            f"INSERT INTO b VALUES (1, {v[0]}, 1)",
+            f"INSERT INTO a VALUES (1, {v[1]}, 2)",
+        ],
         [f"UPDATE a SET k = {v[-1]}", f"UPDATE b SET k = {v[-1]}"],
     ]
     run_scenario(tmp_path, setup, ON_SHAPES, steps).close()
@@ -171,7 +179,10 @@ def test_full_join_savepoints_reopen_stock_writer_and_bulk(tmp_path, mode):
         conn.execute(_bulk("b", 80, "x % 3", 5))
     _check(conn, live)
     conn.close()
-    stock_sqlite3(path, ["DELETE FROM a WHERE k = 2", "INSERT INTO b VALUES (500, 2, 1)", "UPDATE a SET k = NULL WHERE id % 5 = 0"])
+    stock_sqlite3(
+        path,
+        ["DELETE FROM a WHERE k = 2", "INSERT INTO b VALUES (500, 2, 1)", "UPDATE a SET k = NULL WHERE id % 5 = 0"],
+    )
     conn = matview.connect(str(path))
     _check(conn, live)
     with conn:  # everything deleted on both sides, then reinserted

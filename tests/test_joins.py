@@ -163,9 +163,7 @@ def _write(r: random.Random, tables: list[Table]) -> str:
 def random_program(r: random.Random, views: Any = None) -> Program:
     """Tables, views (from `views(r, tables)`: a dict, or a (dict, plain views) pair) and steps."""
     count = r.randint(2, 3)
-    tables = [
-        Table(f"t{i}", r.choice(sorted(KEY_TYPES)), r.random() < 0.2) for i in range(count)
-    ]
+    tables = [Table(f"t{i}", r.choice(sorted(KEY_TYPES)), r.random() < 0.2) for i in range(count)]
     chosen = (views or _views)(r, tables)
     if isinstance(chosen, tuple):
         program = Program(tables, chosen[0], plain_views=chosen[1])

@@ -459,6 +459,7 @@ APP_QUERIES = {
     "count_alias_in_where": "SELECT id, (SELECT count(*) FROM posts WHERE user_id = users.id) AS n FROM users WHERE n > 1",
     "cte_active": "WITH active AS (SELECT * FROM users WHERE active = 1) SELECT active.name, posts.title FROM active JOIN posts ON posts.user_id = active.id",
     "plain_view_join": "SELECT u.name, p.id FROM users u JOIN published_posts p ON p.user_id = u.id",
+    "derived_with_exists": "SELECT t.k FROM (SELECT id AS k FROM users WHERE EXISTS (SELECT 1 FROM posts WHERE user_id = users.id)) AS t",
     "plain_view_in_subquery": "SELECT id FROM users WHERE id IN (SELECT user_id FROM published_posts)",
     "star_count": "SELECT posts.*, (SELECT count(*) FROM comments WHERE post_id = posts.id) AS n FROM posts",
     "lj_chain": "SELECT u.id, p.id, c.id FROM users u LEFT JOIN posts p ON p.user_id = u.id LEFT JOIN comments c ON c.post_id = p.id AND c.user_id = u.id",
@@ -495,7 +496,6 @@ REFUSED = [
     # subqueries combined with CTEs, FROM-subqueries or plain views
     "WITH big AS (SELECT * FROM posts WHERE published = 1) SELECT id FROM big WHERE EXISTS (SELECT 1 FROM users WHERE users.id = big.user_id)",
     "SELECT u.name, p.id FROM users u JOIN published_posts p ON p.user_id = u.id WHERE EXISTS (SELECT 1 FROM posts WHERE posts.id = p.id)",
-    "SELECT t.k FROM (SELECT id AS k FROM users WHERE EXISTS (SELECT 1 FROM posts WHERE user_id = users.id)) AS t",
     # scan-order dependent values
     "SELECT id, (SELECT group_concat(id) FROM posts WHERE user_id = users.id) FROM users",
     "SELECT id, (SELECT title FROM posts WHERE user_id = users.id) FROM users",

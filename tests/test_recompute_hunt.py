@@ -82,7 +82,9 @@ def _recomputed_db(path: str) -> matview.Connection:
     conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g INT, x INT, s TEXT)")
     conn.execute("CREATE TABLE u(id INTEGER PRIMARY KEY, g INT, w INT)")
     live = create_views_both_modes(conn, RECOMPUTED_VIEWS)
-    conn.execute('CREATE MATERIALIZED VIEW over WITH (maintenance = \'deferred\') AS SELECT count(*), sum("count(*)") FROM agg_imm')
+    conn.execute(
+        "CREATE MATERIALIZED VIEW over WITH (maintenance = 'deferred') AS SELECT count(*), sum(\"count(*)\") FROM agg_imm"
+    )
     live["over"] = OVER
     return conn, live
 
@@ -137,9 +139,10 @@ def test_stock_writer_bulk_load_then_matview_folds(tmp_path):
     with conn:
         conn.execute("INSERT INTO u VALUES (1000, 1, 1)")  # the fold recomputes
     _check(conn, live)
-    assert stock_sqlite3(path, ["DELETE FROM t WHERE id % 3 = 0", "UPDATE t SET g = g + 1 WHERE id % 2 = 0"])[
-        "errors"
-    ] == []
+    assert (
+        stock_sqlite3(path, ["DELETE FROM t WHERE id % 3 = 0", "UPDATE t SET g = g + 1 WHERE id % 2 = 0"])["errors"]
+        == []
+    )
     conn.flush()
     _check(conn, live)
 
@@ -154,9 +157,7 @@ def test_views_over_views_mixed_modes_recomputed(tmp_path, monkeypatch):
     conn.execute("CREATE TABLE b(id INTEGER PRIMARY KEY, k INT, y INT)")
     for um, dm in [("immediate", "deferred"), ("deferred", "immediate")]:
         conn.execute(f"CREATE MATERIALIZED VIEW up_{um[:3]} WITH (maintenance = '{um}') AS {up}")
-        conn.execute(
-            f"CREATE MATERIALIZED VIEW down_{um[:3]} WITH (maintenance = '{dm}') AS {down.format(m=um[:3])}"
-        )
+        conn.execute(f"CREATE MATERIALIZED VIEW down_{um[:3]} WITH (maintenance = '{dm}') AS {down.format(m=um[:3])}")
     steps = [
         [f"INSERT INTO a SELECT i, i % 4, i FROM {COUNT_TO.format(20)}"],
         [f"INSERT INTO b SELECT i, i % 5, i FROM {COUNT_TO.format(20)}"],

@@ -119,9 +119,10 @@ def assert_same_state(a: str, b: str, views: list[str]) -> None:
                     f"SELECT count(*) FROM (SELECT {cols} FROM {x}.{table} EXCEPT SELECT {cols} FROM {y}.{table})"
                 ).fetchone()[0]
                 assert extra == 0, f"{table}: {extra} rows in {x} only"
-            assert conn.execute(f"SELECT count(*) FROM main.{table}").fetchone() == conn.execute(
-                f"SELECT count(*) FROM other.{table}"
-            ).fetchone()
+            assert (
+                conn.execute(f"SELECT count(*) FROM main.{table}").fetchone()
+                == conn.execute(f"SELECT count(*) FROM other.{table}").fetchone()
+            )
     progress = "SELECT view, base_table, seq FROM {}.__dbsp_progress ORDER BY 1, 2"
     assert conn.execute(progress.format("main")).fetchall() == conn.execute(progress.format("other")).fetchall()
 
@@ -135,8 +136,15 @@ def random_writes(db: str, views: dict[str, str], seed: int) -> None:
             if choice < 0.4:
                 conn.execute(
                     "INSERT INTO orders VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (rnd.randint(0, 10**6), rnd.randint(0, 14), rnd.randint(1, 20), rnd.uniform(-9, 900),
-                     rnd.randint(-5, 50), rnd.choice(["open", "held", "new"]), rnd.randint(0, 1)),
+                    (
+                        rnd.randint(0, 10**6),
+                        rnd.randint(0, 14),
+                        rnd.randint(1, 20),
+                        rnd.uniform(-9, 900),
+                        rnd.randint(-5, 50),
+                        rnd.choice(["open", "held", "new"]),
+                        rnd.randint(0, 1),
+                    ),
                 )
             elif choice < 0.7:
                 conn.execute("DELETE FROM orders WHERE rowid IN (SELECT rowid FROM orders ORDER BY random() LIMIT 7)")
@@ -191,14 +199,22 @@ def test_decimal_rounding_and_types(spark: Any, tmp_path: Path) -> None:
     )
     pq.write_table(table, tmp_path / "d.parquet", row_group_size=500)
     db = str(tmp_path / "d.db")
-    backfill(spark, db, {"prices": str(tmp_path / "d.parquet")}, views=[("per_day", "SELECT day, sum(d) FROM prices GROUP BY day")])
+    backfill(
+        spark,
+        db,
+        {"prices": str(tmp_path / "d.parquet")},
+        views=[("per_day", "SELECT day, sum(d) FROM prices GROUP BY day")],
+    )
     conn = apsw.Connection(db)
     assert [r[2] for r in conn.execute("PRAGMA table_info(prices)")] == ["REAL", "TEXT", "TEXT", "INTEGER", "BLOB"]
     got = [r[0] for r in conn.execute("SELECT d FROM prices ORDER BY rowid")]
     # correctly rounded, every one (float(Decimal) is), where pyarrow's cast missed `off_by_pyarrow`
     assert sorted(got) == sorted(float(v) for v in values), off_by_pyarrow
     assert conn.execute("SELECT day, at, flag, raw FROM prices LIMIT 1").fetchone() == (
-        "2024-01-01", "2024-03-01T12:00:00.250000Z", 1, b"\x00"
+        "2024-01-01",
+        "2024-03-01T12:00:00.250000Z",
+        1,
+        b"\x00",
     )
     assert matview.connect(db).view("per_day").verify()
 

@@ -37,9 +37,7 @@ def _subquery_views(r: random.Random, tables: list[Table]) -> dict[str, str]:
         "scalar_min_id": f"SELECT x.id FROM {a} x WHERE x.id > (SELECT min(y.id) + 1 FROM {b} y WHERE y.v = x.v)",
         "uncorrelated": f"SELECT id, v FROM {a} WHERE v * 3 > (SELECT count(*) FROM {a} WHERE v IS NOT NULL)",
         "lookup": f"SELECT x.id, (SELECT y.r FROM {b} y WHERE y.id = x.v) FROM {a} x",
-        "nested": (
-            f"SELECT id FROM {a} WHERE v IN (SELECT v FROM {b} WHERE k IN (SELECT k FROM {c} WHERE r > 0))"
-        ),
+        "nested": (f"SELECT id FROM {a} WHERE v IN (SELECT v FROM {b} WHERE k IN (SELECT k FROM {c} WHERE r > 0))"),
         "join_outer": (
             f"SELECT x.id, y.id FROM {a} x JOIN {b} y ON x.k = y.k "
             f"WHERE y.v >= (SELECT min(z.v) FROM {c} z WHERE z.id <> x.id)"
@@ -52,9 +50,7 @@ def _subquery_views(r: random.Random, tables: list[Table]) -> dict[str, str]:
             f"SELECT id, CASE WHEN EXISTS (SELECT 1 FROM {b} WHERE {b}.v = {a}.id) THEN 'y' ELSE 'n' END FROM {a}"
         ),
         "distinct": f"SELECT DISTINCT x.v FROM {a} x WHERE x.k IN (SELECT k FROM {b} UNION ALL SELECT k FROM {c})",
-        "left_sub": (
-            f"SELECT x.id, y.id FROM {a} x LEFT JOIN {b} y ON y.k = x.k AND y.v = (SELECT max(v) FROM {b})"
-        ),
+        "left_sub": (f"SELECT x.id, y.id FROM {a} x LEFT JOIN {b} y ON y.k = x.k AND y.v = (SELECT max(v) FROM {b})"),
     }
     chosen = r.sample(sorted(shapes), r.randint(2, 5))
     return {name: shapes[name] for name in chosen}

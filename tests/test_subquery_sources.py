@@ -47,6 +47,17 @@ VIEWS = {
         "SELECT * FROM t WHERE id IN (SELECT s.t_id FROM u AS a, (SELECT t_id, id FROM u WHERE v > 1) AS s "
         "WHERE s.id = a.id AND a.v < 9)"
     ),
+    # a derived table with a subquery of its own: a hidden view (`matview.nodes`)
+    "node_projected": "SELECT s.k FROM (SELECT id AS k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.t_id = t.id)) AS s",
+    "node_grouped": (
+        "SELECT s.k, count(*) FROM (SELECT g AS k FROM t WHERE NOT EXISTS "
+        "(SELECT 1 FROM u WHERE u.t_id = t.id AND u.v > 5)) AS s GROUP BY s.k"
+    ),
+    "node_q22_shape": (
+        "WITH custsale AS (SELECT substr(x, 1, 1) AS code, g FROM t WHERE g IN (0, 1) AND NOT EXISTS "
+        "(SELECT * FROM u WHERE u.t_id = t.id)) SELECT code, count(*), sum(g) FROM custsale GROUP BY code"
+    ),
+    "node_joined": "SELECT w.name, s.k FROM w JOIN (SELECT id AS k FROM u WHERE v IN (SELECT g FROM t)) AS s ON s.k = w.u_id",
     "aggregate_over_cte_sub": (
         "WITH big AS (SELECT t_id FROM u WHERE v > 3) "
         "SELECT g, count(*) FROM t WHERE id IN (SELECT t_id FROM big) GROUP BY g"
@@ -61,7 +72,8 @@ def _writes(rng: random.Random) -> list[list[str]]:
         for _ in range(rng.randrange(1, 5)):
             kind = rng.randrange(7)
             if kind == 0:
-                step.append(f"INSERT OR REPLACE INTO t VALUES ({rng.randrange(12)}, {rng.randrange(3)}, 'x')")
+                x = rng.choice(["'x1'", "'y2'", "NULL"])
+                step.append(f"INSERT OR REPLACE INTO t VALUES ({rng.randrange(12)}, {rng.randrange(3)}, {x})")
             elif kind == 1:
                 t_id = rng.choice([str(rng.randrange(12)), "NULL"])
                 step.append(f"INSERT OR REPLACE INTO u VALUES ({rng.randrange(20)}, {t_id}, {rng.randrange(10)})")

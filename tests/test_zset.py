@@ -87,7 +87,12 @@ def test_sqlite_order() -> None:
     assert sorted(values, key=sqlite_order) == [None, -1, 2, 2.5, "a", "b", b"\x00"]
 
 
-@given(st.recursive(st.none() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
-                    lambda inner: st.lists(inner, max_size=4), max_leaves=10))
+@given(
+    st.recursive(
+        st.none() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
+        lambda inner: st.lists(inner, max_size=4),
+        max_leaves=10,
+    )
+)
 def test_codec_round_trips(value: object) -> None:
     assert unpack(pack(value)) == value
