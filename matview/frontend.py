@@ -12,6 +12,7 @@ Pipeline (each step small, in the spirit of sqlglot's optimizer passes):
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -426,10 +427,41 @@ def _is_cast(tokens: tuple[Token, ...]) -> bool:
     )
 
 
+#: functions that never raise an error, whatever row they see: a reach query evaluates its
+#: filter on rows the SELECT may never evaluate it on (`Plan.reach_filter`)
+_NEVER_FAILING = {
+    "coalesce", "ifnull", "nullif", "iif", "lower", "upper", "length", "substr", "substring", "trim",
+    "ltrim", "rtrim", "typeof", "instr", "date", "time", "datetime", "julianday", "strftime", "like",
+    "glob", "cast", "replace", "hex", "quote",
+}  # fmt: skip
+
+
 def _reach_filter(where: str) -> str:
-    """The WHERE's top-level conjuncts that hold no subquery (`Plan.reach_filter`)."""
-    kept = [c.text for c in split_conjuncts(where, tokenize(where)) if c.tokens and not has_subquery(c.text)]
+    """The WHERE's top-level conjuncts that hold no subquery and call no function that may
+    raise an error (`Plan.reach_filter`)."""
+    kept = [
+        c.text
+        for c in split_conjuncts(where, tokenize(where))
+        if c.tokens and not has_subquery(c.text) and _never_fails(c.tokens)
+    ]
     return " AND ".join(f"({text})" for text in kept)
+
+
+def _never_fails(tokens: tuple[Token, ...]) -> bool:
+    """No call of a function that may raise, and no `schema.table.column` (a reach query may
+    read a delta in the table's place, under its alias only)."""
+    calls_safe = all(
+        nxt.kind != TokenType.L_PAREN or not token.is_name or token.text.lower() in _NEVER_FAILING
+        for token, nxt in itertools.pairwise(tokens)
+    )
+    return calls_safe and not _three_part_name(tokens)
+
+
+def _three_part_name(tokens: tuple[Token, ...]) -> bool:
+    return any(
+        a.is_name and b.kind == TokenType.DOT and c.is_name and d.kind == TokenType.DOT
+        for a, b, c, d in zip(tokens, tokens[1:], tokens[2:], tokens[3:])
+    )
 
 
 def build_plan(

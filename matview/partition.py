@@ -85,7 +85,8 @@ def true_old_source(terms: DeltaTerms, number: int, table: str) -> str:
         # key finds it, set at a time — comparing images is a loop over the changes per row.
         # A key with a NULL matches nothing: such rows (they may repeat) compare images.
         image_key, nullable = found
-        keys = ", ".join(f"t.{quote(c)}" for c in image_key)
+        # BINARY: equal under it is equal under the key's collation, whatever the index says
+        keys = ", ".join(f"t.{quote(c)} COLLATE BINARY" for c in image_key)
         inserted = (
             f"SELECT {', '.join(quote(c) for c in image_key)} FROM {delta} WHERE {in_range} AND "
             f"{_no_null(image_key, '')} GROUP BY {exact} HAVING sum({weight}) > 0"

@@ -14,13 +14,14 @@ view's storage, the views over it and every reader see what an incremental fold 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
 from matview import names
 from matview.db import scalar
-from matview.names import quote
+from matview.names import fold, quote
+from matview.schema import ROWID_NAMES
 from matview.state import StateStore
 from matview.viewstore import ROW_KEY_FUNCTION
 from matview.zset import ZSet
@@ -34,10 +35,17 @@ RECOMPUTE_MIN_ROWS = 2000
 
 def _table_rows(conn: apsw.Connection, table: str) -> int:
     """About how many rows a base table has: its largest rowid (one index probe, and never
-    less than the count while rowids are positive), or its count when it has no rowid."""
-    try:
-        found = scalar(conn, f"SELECT max(rowid) FROM main.{quote(table)}")
-    except apsw.SQLError:  # WITHOUT ROWID
+    less than the count while rowids are positive) under a name no column takes, or its
+    count (WITHOUT ROWID, or every rowid name a column)."""
+    taken = {fold(str(row[1])) for row in conn.execute(f"PRAGMA main.table_xinfo({quote(table)})")}
+    free = [name for name in ROWID_NAMES if name not in taken]
+    found: Any = None
+    if free:
+        try:
+            found = scalar(conn, f"SELECT max({free[0]}) FROM main.{quote(table)}")
+        except apsw.SQLError:  # WITHOUT ROWID
+            found = None
+    if not isinstance(found, int):
         found = scalar(conn, f"SELECT count(*) FROM main.{quote(table)}")
     return max(int(found or 0), 0)
 
@@ -47,7 +55,10 @@ def should_recompute(conn: apsw.Connection, view: View, pending: int) -> bool:
     enough share of its input that evaluating the view once is cheaper than its delta terms."""
     if pending < RECOMPUTE_MIN_ROWS:
         return False
-    size = sum(_table_rows(conn, table) for table in view.entry.base_tables)
+    try:
+        size = sum(_table_rows(conn, table) for table in view.entry.base_tables)
+    except apsw.Error:  # (a table gone: the fold reports it) — fold incrementally
+        return False
     return 2 * pending >= size
 
 

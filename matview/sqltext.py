@@ -136,7 +136,8 @@ def has_where_clause(text: str) -> bool:
 
 def split_conjuncts(sql: str, tokens: Sequence[Token]) -> list[Span]:
     """The top-level `AND` terms of a condition: not an AND inside parentheses, inside a
-    CASE … END, or the one of a `BETWEEN x AND y`."""
+    CASE … END, or the one of a `BETWEEN x AND y`. A top-level OR binds looser than AND
+    (`a OR b AND c` is `a OR (b AND c)`): the condition is then one term."""
     parts: list[Span] = []
     current: list[Token] = []
     cases = betweens = 0
@@ -157,7 +158,21 @@ def split_conjuncts(sql: str, tokens: Sequence[Token]) -> list[Span]:
                 continue
         current.append(token)
     parts.append(Span(sql, tuple(current)))
+    if any(_has_top_level_or(part.tokens) for part in parts):
+        return [Span(sql, tuple(tokens))]
     return parts
+
+
+def _has_top_level_or(tokens: Sequence[Token]) -> bool:
+    cases = 0
+    for token, depth in zip(tokens, depth_walk(tokens)):
+        if depth == 0 and token.kind == TokenType.CASE:
+            cases += 1
+        elif depth == 0 and token.kind == TokenType.END and cases:
+            cases -= 1
+        elif depth == 0 and cases == 0 and token.kind == TokenType.OR:
+            return True
+    return False
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Hostile differential tests of a976c74: refresh as a delta (`matview.recompute`), the reach
 filter of partition recompute (`Plan.reach_filter`) and a changed table's old state found by
 its primary key (`Plan.image_keys`). Each expected failure is a minimal reproduction of a
-finding (see its reason); the passing tests pin the nastiest shapes that work."""
+finding (see its reason); the tests marked "fixed" were such findings, fixed since; the others
+pin the nastiest shapes that work."""
 
 from __future__ import annotations
 
@@ -36,11 +37,9 @@ def _scenario(tmp_path: Path, setup: list[str], views: dict[str, str], steps: li
 # -- 1. refresh as a delta --------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="recompute._table_rows reads max(rowid), which is the user's column when the table "
-    "has one named rowid; int('r1') raises ValueError outside fold_view's guard: the base write fails",
-)
+# fixed (found by the hunt): recompute._table_rows reads max(rowid), which is the user's column when
+# the table has one named rowid; int('r1') raises ValueError outside fold_view's guard: the base
+# write fails
 def test_bulk_load_into_table_with_a_column_named_rowid(tmp_path):
     conn = matview.connect(str(tmp_path / "db.sqlite"))
     conn.execute("CREATE TABLE t(rowid TEXT, g INT)")
@@ -83,7 +82,8 @@ def _recomputed_db(path: str) -> matview.Connection:
     conn.execute("CREATE TABLE u(id INTEGER PRIMARY KEY, g INT, w INT)")
     live = create_views_both_modes(conn, RECOMPUTED_VIEWS)
     conn.execute(
-        "CREATE MATERIALIZED VIEW over WITH (maintenance = 'deferred') AS SELECT count(*), sum(\"count(*)\") FROM agg_imm"
+        "CREATE MATERIALIZED VIEW over WITH (maintenance = 'deferred') AS "
+        "SELECT count(*), sum(\"count(*)\") FROM agg_imm"
     )
     live["over"] = OVER
     return conn, live
@@ -193,12 +193,9 @@ def test_integer_sum_overflow_marker_survives_recompute(tmp_path, monkeypatch):
 # -- 2. the reach filter ----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sqltext.split_conjuncts splits at every top-level AND, ignoring OR (AND binds tighter): "
-    "`x = 1 OR x = 2 AND y = 3` becomes (x = 1 OR x = 2) AND (y = 3), so a reach query skips a row "
-    "that passes the WHERE through `x = 1`; its subquery value goes stale",
-)
+# fixed (found by the hunt): sqltext.split_conjuncts splits at every top-level AND, ignoring OR (AND
+# binds tighter): `x = 1 OR x = 2 AND y = 3` becomes (x = 1 OR x = 2) AND (y = 3), so a reach query
+# skips a row that passes the WHERE through `x = 1`; its subquery value goes stale
 def test_reach_filter_or_binds_looser_than_and(tmp_path):
     _scenario(
         tmp_path,
@@ -213,11 +210,9 @@ def test_reach_filter_or_binds_looser_than_and(tmp_path):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the same split through the whole-FROM reach query of an inner join: `a.x = 1 OR b.z = 2 "
-    "AND a.y = 3` keeps (a.y = 3), so a change of b (not the first table) misses root 1",
-)
+# fixed (found by the hunt): the same split through the whole-FROM reach query of an inner join:
+# `a.x = 1 OR b.z = 2 AND a.y = 3` keeps (a.y = 3), so a change of b (not the first table) misses
+# root 1
 def test_reach_filter_or_in_an_inner_join(tmp_path):
     _scenario(
         tmp_path,
@@ -236,12 +231,10 @@ def test_reach_filter_or_in_an_inner_join(tmp_path):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the reach filter evaluates a conjunct on rows the SELECT never evaluates it on (SQLite "
-    "drives `a.id IN (SELECT aid FROM c)` by the primary key): json_extract of a row outside the view "
-    "raises `malformed JSON`, the fold fails and the view stalls (33898cc folds it)",
-)
+# fixed (found by the hunt): the reach filter evaluates a conjunct on rows the SELECT never
+# evaluates it on (SQLite drives `a.id IN (SELECT aid FROM c)` by the primary key): json_extract of
+# a row outside the view raises `malformed JSON`, the fold fails and the view stalls (33898cc folds
+# it)
 def test_reach_filter_raises_on_rows_the_select_never_reads(tmp_path):
     _scenario(
         tmp_path,
@@ -294,13 +287,10 @@ def test_reach_filter_conjunct_shapes(tmp_path):
 # -- 3. the old state by primary key -----------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="partition.true_old_source finds the rows the changes inserted by `(t.k) NOT IN (…)`, "
-    "which compares with the column's collation (NOCASE), while the PRIMARY KEY (k COLLATE BINARY) "
-    "is unique only under BINARY: inserting 'a' drops the unchanged 'A' from b's old state, and "
-    "root 1, reached only through old rows, keeps its deleted row",
-)
+# fixed (found by the hunt): partition.true_old_source finds the rows the changes inserted by `(t.k)
+# NOT IN (…)`, which compares with the column's collation (NOCASE), while the PRIMARY KEY (k COLLATE
+# BINARY) is unique only under BINARY: inserting 'a' drops the unchanged 'A' from b's old state, and
+# root 1, reached only through old rows, keeps its deleted row
 def test_old_state_by_key_with_a_primary_key_collation_other_than_the_column(tmp_path):
     _scenario(
         tmp_path,
@@ -372,4 +362,27 @@ def test_old_state_by_key_collations_affinities_null_keys(tmp_path, table):
                 "DELETE FROM c WHERE id = 2",
             ],
         ],
+    )
+
+
+# fixed (found by the hunt): regression: the whole-FROM reach query puts ΔX in X's place as a
+# subquery `AS "b"`, where the reach filter's schema-qualified `main.b.aid` has no table: CREATE
+# (and REFRESH of a view made by 33898cc) is refused with `no such column: main.b.aid`; 33898cc
+# maintains the view
+def test_reach_filter_with_schema_qualified_columns(tmp_path):
+    _scenario(
+        tmp_path,
+        [
+            "CREATE TABLE a(id INTEGER PRIMARY KEY, x INT)",
+            "CREATE TABLE b(id INTEGER PRIMARY KEY, aid INT, z INT)",
+            "CREATE TABLE c(id INTEGER PRIMARY KEY, aid INT)",
+            "INSERT INTO a VALUES (1, 1), (2, 2)",
+            "INSERT INTO b VALUES (1, 1, 0), (2, 2, 5)",
+            "INSERT INTO c VALUES (1, 1)",
+        ],
+        {
+            "v": "SELECT a.id, b.z FROM main.a, main.b WHERE main.b.aid = main.a.id AND main.b.z >= 0 "
+            "AND EXISTS (SELECT 1 FROM c WHERE c.aid = a.id)"
+        },
+        [["INSERT INTO c VALUES (2, 2)", "UPDATE b SET z = 7 WHERE id = 1"]],
     )
