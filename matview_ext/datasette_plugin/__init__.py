@@ -52,9 +52,9 @@ def get_metadata(datasette: Any, key: str, database: str | None, table: str | No
 def permission_allowed(datasette: Any, actor: Any, action: str, resource: Any) -> bool | None:
     # Internal nodes are plain SQL views in the file; Datasette has no hidden views, so their
     # pages are refused (their rows stay reachable through SQL, as every table's are).
-    if action == "view-table" and isinstance(resource, tuple) and len(resource) == 2:
-        if str(resource[1]).lower().startswith(NODE_PREFIX):
-            return False
+    is_table = action == "view-table" and isinstance(resource, tuple) and len(resource) == 2
+    if is_table and str(resource[1]).lower().startswith(NODE_PREFIX):
+        return False
     return None
 
 
