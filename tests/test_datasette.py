@@ -181,3 +181,13 @@ def test_a_file_without_views_is_left_alone(tmp_path: Path) -> None:
     assert data == {"databases": []}
     assert {t["name"]: t["hidden"] for t in listing["tables"]} == {"t": False, "__dbsp_lookalike": True}
     assert "/-/matview" not in html
+
+
+def test_the_readmes_query_lists_only_the_users_tables_and_views(shop: Path) -> None:
+    user = (
+        "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') "
+        r"AND name NOT LIKE '\_\_dbsp\_%' ESCAPE '\'"
+    )
+    assert set(stock_rows(shop, user)) == {("customers", "table"), ("orders", "table")} | {
+        (name, "view") for name in MATERIALIZED
+    }
