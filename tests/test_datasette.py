@@ -8,6 +8,7 @@ written, and flushed, by matview in a subprocess.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -21,6 +22,7 @@ pytest.importorskip("datasette", reason="datasette is not installed (pip install
 
 from datasette.app import Datasette
 from datasette.plugins import get_plugins
+from datasette.utils import tilde_encode
 
 from matview import names, nodes
 from matview_ext.datasette_plugin import catalog as plugin_catalog
@@ -191,3 +193,51 @@ def test_the_readmes_query_lists_only_the_users_tables_and_views(shop: Path) -> 
     assert set(stock_rows(shop, user)) == {("customers", "table"), ("orders", "table")} | {
         (name, "view") for name in MATERIALIZED
     }
+
+
+_ODD = r"""
+import sys
+import matview
+conn = matview.connect(sys.argv[1])
+conn.execute('CREATE TABLE "my table"(id INTEGER PRIMARY KEY, "é x" TEXT)')
+conn.execute('''INSERT INTO "my table"("é x") VALUES ('<script>alert(1)</script>'), ('a')''')
+conn.execute('''CREATE MATERIALIZED VIEW "odd ""name"" <b>" AS SELECT "é x", COUNT(*) AS n FROM "my table"
+                WHERE "é x" <> '<i>' GROUP BY "é x"''')
+conn.close()
+"""
+ODD_VIEW = 'odd "name" <b>'
+
+
+def test_names_and_text_that_need_quoting_and_escaping(tmp_path: Path) -> None:
+    path = tmp_path / "odd.db"
+    subprocess.run([sys.executable, "-c", _ODD, str(path)], check=True, capture_output=True, timeout=120)
+    [(_, data), (_, html), (status, page), (_, rows)] = fetch(
+        [path],
+        [
+            "/-/matview.json",
+            "/-/matview",
+            f"/odd/{tilde_encode(ODD_VIEW)}",
+            f"/odd/{tilde_encode(ODD_VIEW)}.json?_shape=array",
+        ],
+    )
+    [view] = data["databases"][0]["views"]
+    assert view["name"] == ODD_VIEW and view["columns"] == ["é x", "n"]
+    assert "<b>" not in html and "&lt;i&gt;" in html  # the name and the SQL are escaped
+    assert f'href="/odd/{tilde_encode(ODD_VIEW)}"' in html
+    assert status == 200
+    assert "CREATE MATERIALIZED VIEW &#34;odd &#34;&#34;name&#34;&#34; &lt;b&gt;&#34; AS" in page
+    assert "<script>alert(1)</script>" not in page
+    assert sorted((r["é x"], r["n"]) for r in rows) == [("<script>alert(1)</script>", 1), ("a", 1)]
+
+
+def test_a_file_of_catalog_format_1_is_named_for_upgrade(tmp_path: Path) -> None:
+    # matview 0.1.0 kept views as virtual tables only matview reads: Datasette cannot serve
+    # them (nor its database page), the plugin's page says how to upgrade the file.
+    path = tmp_path / "old.db"
+    shutil.copyfile(ROOT / "tests" / "data" / "matview-0.1.0.db", path)
+    [(status, data), (html_status, html)] = fetch([path], ["/-/matview.json", "/-/matview"])
+    assert status == html_status == 200
+    [database] = data["databases"]
+    assert database["format_version"] == 1 and not database["readable"]
+    assert {v["name"]: v["pending"] for v in database["views"]} == {"dist": 0, "expr": 0, "rows_d": 1, "totals": 0}
+    assert "catalog format 1" in html and "upgrade" in html
