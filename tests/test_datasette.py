@@ -8,6 +8,7 @@ written, and flushed, by matview in a subprocess.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -43,6 +44,23 @@ def flush(path: Path) -> None:
     subprocess.run(
         [sys.executable, "-m", "matview.cli", "flush", str(path)], check=True, capture_output=True, timeout=120
     )
+
+
+_ENGINE_PENDING = r"""
+import json, sys
+import matview
+conn = matview.connect(sys.argv[1])
+print(json.dumps({v.name: v.pending() for v in conn.views()}))
+conn.close()
+"""
+
+
+def engine_pending(path: Path) -> dict[str, int]:
+    """Each view's pending count as matview itself reports it (`ViewInfo.pending`), in another process."""
+    done = subprocess.run(
+        [sys.executable, "-c", _ENGINE_PENDING, str(path)], check=True, capture_output=True, text=True, timeout=120
+    )
+    return dict(json.loads(done.stdout))
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +141,7 @@ def test_matview_page_lists_views_with_sql_mode_and_pending(shop: Path) -> None:
     assert views["big_orders"]["maintenance"] == "deferred"
     assert views["big_orders"]["pending"] == PENDING
     assert all(views[name]["pending"] == 0 and views[name]["maintenance"] == "immediate" for name in MATERIALIZED[1:])
+    assert {name: view["pending"] for name, view in views.items()} == engine_pending(shop)
     catalog_sql = dict(stock_rows(shop, "SELECT name, sql FROM __dbsp_catalog").keys())
     assert all(view["sql"] == catalog_sql[name] for name, view in views.items())
     assert views["revenue"]["columns"] == ["region", "orders", "total", "largest"]
