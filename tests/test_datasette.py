@@ -68,11 +68,11 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_demo(tmp_path_factory.mktemp("datasette") / "shop.db")
 
 
-def fetch(paths: list[Path], urls: list[str]) -> list[Any]:
+def fetch(paths: list[Path], urls: list[str], metadata: dict[str, Any] | None = None) -> list[Any]:
     """Each url through a fresh Datasette over `paths`: (status, JSON or text)."""
 
     async def run() -> list[Any]:
-        ds = Datasette([str(p) for p in paths])
+        ds = Datasette([str(p) for p in paths], metadata=metadata)
         await ds.invoke_startup()
         out = []
         for url in urls:
@@ -166,6 +166,7 @@ def test_view_pages_show_rows_and_the_materialized_definition(shop: Path) -> Non
     got = Counter((r["region"], r["orders"], r["total"], r["largest"]) for r in rows)
     assert got == stock_rows(shop, select)  # immediate: exact, nothing pending
     assert "CREATE MATERIALIZED VIEW revenue AS" in page and "changes pending: 0" in page
+    assert "Materialized view maintained by matview (immediate): rows as of the last fold; nothing pending" in page
     assert "__dbsp_view_revenue" not in page  # not the plain view's own SQL
     assert "CREATE TABLE orders" in orders_page and "__dbsp_ix_" not in orders_page  # the join index is matview's
     assert node_status == 403
@@ -183,6 +184,8 @@ def test_a_deferred_view_reads_as_of_the_last_fold_until_flushed(tmp_path: Path)
 
     before, pending = served()
     assert pending == PENDING
+    [(_, page)] = fetch([path], ["/shop/big_orders"])
+    assert f"{PENDING} changes pending (matview flush folds them)" in page
     late = stock_rows(path, f"{select} AND id > (SELECT max(id) - {PENDING} FROM orders)")
     assert before == stock_rows(path, select) - late  # the pending orders are not in it yet
     flush(path)
@@ -260,3 +263,12 @@ def test_a_file_of_catalog_format_1_is_named_for_upgrade(tmp_path: Path) -> None
     assert database["format_version"] == 1 and not database["readable"]
     assert {v["name"]: v["pending"] for v in database["views"]} == {"dist": 0, "expr": 0, "rows_d": 1, "totals": 0}
     assert "catalog format 1" in html and "upgrade" in html
+
+
+def test_the_users_own_metadata_is_kept(shop: Path) -> None:
+    tables = {"revenue": {"description": "Revenue by region, live"}, "customers": {"hidden": True}}
+    metadata = {"databases": {"shop": {"tables": tables}}}
+    [(_, page), (_, listing)] = fetch([shop], ["/shop/revenue", "/shop.json"], metadata)
+    assert "Revenue by region, live" in page and "Materialized view maintained by matview" not in page
+    hidden = {t["name"]: t["hidden"] for t in listing["tables"]}
+    assert hidden["customers"] and hidden["__dbsp_catalog"] and not hidden["orders"]

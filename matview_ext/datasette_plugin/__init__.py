@@ -147,6 +147,26 @@ def _definition(view: MaterializedView) -> str:
     )
 
 
+def _description(view: MaterializedView) -> str:
+    if view.pending is None:
+        state = "a base table was changed by another client: REFRESH the view with matview"
+    elif view.pending:
+        state = f"{view.pending:,} changes pending (matview flush folds them)"
+    else:
+        state = "nothing pending: exact"
+    return f"Materialized view maintained by matview ({view.maintenance}): rows as of the last fold; {state}."
+
+
+def _described(datasette: Any, database: str, table: str, view: MaterializedView) -> dict[str, Any]:
+    """The page's metadata as Datasette builds it, with a description of the view when the
+    user's metadata gives none."""
+    metadata = dict(datasette.table_metadata(database, table))
+    datasette.update_with_inherited_metadata(metadata)
+    if not metadata.get("description") and not metadata.get("description_html"):
+        metadata["description"] = _description(view)
+    return metadata
+
+
 def _quote_if_needed(name: str) -> str:
     return name if name.isidentifier() and name.isascii() else '"' + name.replace('"', '""') + '"'
 
@@ -166,7 +186,7 @@ def extra_template_vars(
             return {}
         for view in catalog.views:
             if view.name.lower() == table.lower():
-                return {"view_definition": _definition(view), "matview_view": view}
+                return {"view_definition": _definition(view), "metadata": _described(datasette, database, table, view)}
         db = datasette.get_database(database)
         definition = await db.execute_fn(lambda conn: table_definition(conn, table))
         return {"table_definition": definition} if definition is not None else {}
