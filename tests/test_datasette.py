@@ -272,3 +272,10 @@ def test_the_users_own_metadata_is_kept(shop: Path) -> None:
     assert "Revenue by region, live" in page and "Materialized view maintained by matview" not in page
     hidden = {t["name"]: t["hidden"] for t in listing["tables"]}
     assert hidden["customers"] and hidden["__dbsp_catalog"] and not hidden["orders"]
+
+
+def test_the_page_lists_only_the_views_the_actor_may_see(shop: Path) -> None:
+    metadata = {"databases": {"shop": {"tables": {"revenue": {"allow": {"id": "root"}}}}}}
+    [(_, data), (_, html)] = fetch([shop], ["/-/matview.json", "/-/matview"], metadata)
+    assert sorted(v["name"] for v in data["databases"][0]["views"]) == sorted(set(MATERIALIZED) - {"revenue"})
+    assert 'data-view="revenue"' not in html

@@ -65,7 +65,8 @@ async def _catalog(datasette: Any, database: str) -> FileCatalog:
 
 
 async def _visible_catalogs(datasette: Any, actor: Any) -> list[tuple[str, FileCatalog]]:
-    """(database, catalog) of each database the actor may see that holds materialized views."""
+    """(database, catalog) of each database the actor may see that holds materialized views,
+    with the views the actor may see."""
     found = []
     for name in list(datasette.databases):
         if name == "_internal":
@@ -76,8 +77,16 @@ async def _visible_catalogs(datasette: Any, actor: Any) -> list[tuple[str, FileC
         if not visible:
             continue
         catalog = await _catalog(datasette, name)
-        if catalog.format_version:
-            found.append((name, catalog))
+        if not catalog.format_version:
+            continue
+        views = []
+        for view in catalog.views:
+            visible, _ = await datasette.check_visibility(
+                actor, permissions=[("view-table", (name, view.name)), ("view-database", name), "view-instance"]
+            )
+            if visible:
+                views.append(view)
+        found.append((name, dataclasses.replace(catalog, views=views)))
     return found
 
 
