@@ -269,6 +269,8 @@ class Connection:
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         name = self._depth.pop()
         if name is not None:
+            if exc_type is not None and self.apsw.get_autocommit():
+                return  # SQLite rolled the whole transaction back (a full disk, an I/O error): say why
             if exc_type is not None:
                 self.apsw.execute(f"ROLLBACK TO {name}")
             self.apsw.execute(f"RELEASE {name}")
