@@ -25,6 +25,7 @@ from matview.nodes import is_node
 from matview.operators import aggregate_sql
 from matview.plan import render
 from matview.registry import Registry, View
+from matview.validate import one_statement
 from matview.viewstore import ROW_KEY_FUNCTION, row_key_sql
 from matview_ext import statements
 from matview_ext.vtable import Module
@@ -375,7 +376,13 @@ class ViewInfo:
 
         conn = self._connection.apsw
         got = typed(conn.execute(f"SELECT * FROM temp.{quote(self.name)}"))
-        want = typed(conn.execute(self.sql))
+        # The SELECT comes from the file: re-validated as one statement and run as a subquery,
+        # so a catalog row edited to hold anything but a SELECT is an error, never executed
+        select, _ = one_statement(self.sql)
+        try:
+            want = typed(conn.execute(f"SELECT * FROM (\n{select}\n)"))
+        except apsw.SQLError as exc:
+            raise Error(f"materialized view {self.name}: its SELECT in the catalog is invalid: {exc}") from None
         if got != want:
             return False
         found = readable.main_object(conn, self.name)
