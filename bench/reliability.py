@@ -110,10 +110,12 @@ def kill_campaign(directory: Path, kills: int, seed: int, tally: Tally) -> int:
     rng = random.Random(seed)
     done = 0
     for journal in ("WAL", "DELETE"):
+        share = kills // 2 + (kills % 2 if journal == "WAL" else 0)
+        if not share:
+            continue
         path = directory / f"kills-{journal.lower()}.db"
         setup(path, journal)
         ledger = Ledger()
-        share = kills // 2 + (kills % 2 if journal == "WAL" else 0)
         for number in range(share):
             first = (number + 1) * 1_000_000
             child = Child("kill", path, first, 0, rng.randrange(1 << 30))
@@ -208,7 +210,8 @@ def main() -> int:
     if args.faults:
         for index, journal in enumerate(("WAL", "DELETE")):
             share = args.faults // 2 + (args.faults % 2 if index == 0 else 0)
-            fault_campaign(directory, journal, share, args.seed + index, tally)
+            if share:
+                fault_campaign(directory, journal, share, args.seed + index, tally)
         print(
             f"faults: {tally.faults} in {time.monotonic() - started:.0f} s; absorbed: {dict(tally.silent)}", flush=True
         )
@@ -216,7 +219,8 @@ def main() -> int:
         plans = [(j, torn) for j in ("WAL", "DELETE") for torn in (False, True)]
         for index, (journal, torn) in enumerate(plans):
             share = args.powercuts // len(plans) + (1 if index < args.powercuts % len(plans) else 0)
-            power_campaign(directory, journal, share, args.seed + 10 + index, tally, torn=torn)
+            if share:
+                power_campaign(directory, journal, share, args.seed + 10 + index, tally, torn=torn)
         print(f"power cuts: {tally.powercuts} ({time.monotonic() - started:.0f} s so far)", flush=True)
     if args.kills:
         kills = kill_campaign(directory, args.kills, args.seed + 20, tally)
