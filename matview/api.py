@@ -262,7 +262,9 @@ class Connection:
 
     def _fold_deferred_before_read(self, sql: str, views: dict[str, View]) -> None:
         lowered = sql.lower()
-        wanted = [v for k, v in views.items() if v.entry.maintenance == "deferred" and k in lowered]
+        wanted = [
+            v for k, v in views.items() if v.entry.maintenance == "deferred" and k in lowered and not v.broken
+        ]  # (a broken view is not folded: its read says why)
         if not wanted or self.apsw.readonly("main") or not any(pending_count(self.apsw, v) for v in wanted):
             return
         try:
