@@ -17,7 +17,7 @@ from typing import Any
 
 import apsw
 
-from matview import catalog, lifecycle, readable, upstream
+from matview import catalog, lifecycle, names, readable, upstream
 from matview.errors import Error
 from matview.fold import fold_pending_deltas, pending_count
 from matview.names import quote, view_table
@@ -25,6 +25,7 @@ from matview.nodes import is_node
 from matview.operators import aggregate_sql
 from matview.plan import render
 from matview.registry import Registry, View
+from matview.validate import one_statement
 from matview.viewstore import ROW_KEY_FUNCTION, row_key_sql
 from matview_ext import statements
 from matview_ext.vtable import Module
@@ -77,6 +78,7 @@ class Connection:
     # -- statements -------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
         """Run SQL (apsw style: returns an iterable cursor of row tuples)."""
+        self._lock_before_reading(sql)
         self._catch_up()
         script = statements.split_script(sql)
         if len(script) > 1:
@@ -123,6 +125,7 @@ class Connection:
         return result
 
     def executemany(self, sql: str, sequence: Iterable[Sequence[Any]]) -> Any:
+        self._lock_before_reading(sql)
         self._catch_up()
         self._changes = None
         views = self.registry.sync_shadows()
@@ -131,6 +134,20 @@ class Connection:
             with self:
                 return self.apsw.executemany(sql, sequence)
         return self.apsw.executemany(sql, sequence)
+
+    def _lock_before_reading(self, sql: str) -> None:
+        """The first statement of a transaction is a write: take the write lock now, before
+        matview reads the schema. SQLite waits for a busy lock (the busy timeout) only when
+        a transaction has read nothing yet; a transaction that read first and then writes
+        gets "database is locked" at once, as soon as another connection writes. A stock
+        client's `BEGIN; INSERT …` waits, so a matview client's must too."""
+        if (
+            self.registry.views
+            and not self.apsw.get_autocommit()
+            and self.apsw.txn_state("main") == apsw.SQLITE_TXN_NONE
+            and statements.first_word(sql) in _WRITES
+        ):
+            self.apsw.execute(f"UPDATE {quote(names.META)} SET key = key WHERE 0")  # (no row: only the lock)
 
     def _autocommit_write(self, sql: str, params: Any) -> Rows:
         """One write in autocommit mode: the write and its fold commit together."""
@@ -232,13 +249,22 @@ class Connection:
         changes = self.apsw.total_changes()
         if changes != self._total_changes and self.apsw.get_autocommit() and not self._depth:
             if self.registry.sync():
-                with self:
+                try:
+                    with self:
+                        pass
+                except (apsw.BusyError, apsw.ReadOnlyError):
+                    # only an optimization, like the fold before a read: the changes stay
+                    # pending (reads merge them, the next commit folds them), and a reader
+                    # must not fail because another connection is writing (the fold reads
+                    # before it writes, so SQLite cannot wait for the lock)
                     pass
             self._total_changes = self.apsw.total_changes()
 
     def _fold_deferred_before_read(self, sql: str, views: dict[str, View]) -> None:
         lowered = sql.lower()
-        wanted = [v for k, v in views.items() if v.entry.maintenance == "deferred" and k in lowered]
+        wanted = [
+            v for k, v in views.items() if v.entry.maintenance == "deferred" and k in lowered and not v.broken
+        ]  # (a broken view is not folded: its read says why)
         if not wanted or self.apsw.readonly("main") or not any(pending_count(self.apsw, v) for v in wanted):
             return
         try:
@@ -269,6 +295,8 @@ class Connection:
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         name = self._depth.pop()
         if name is not None:
+            if exc_type is not None and self.apsw.get_autocommit():
+                return  # SQLite rolled the whole transaction back (a full disk, an I/O error): say why
             if exc_type is not None:
                 self.apsw.execute(f"ROLLBACK TO {name}")
             self.apsw.execute(f"RELEASE {name}")
@@ -373,7 +401,13 @@ class ViewInfo:
 
         conn = self._connection.apsw
         got = typed(conn.execute(f"SELECT * FROM temp.{quote(self.name)}"))
-        want = typed(conn.execute(self.sql))
+        # The SELECT comes from the file: re-validated as one statement and run as a subquery,
+        # so a catalog row edited to hold anything but a SELECT is an error, never executed
+        select, _ = one_statement(self.sql)
+        try:
+            want = typed(conn.execute(f"SELECT * FROM (\n{select}\n)"))
+        except apsw.SQLError as exc:
+            raise Error(f"materialized view {self.name}: its SELECT in the catalog is invalid: {exc}") from None
         if got != want:
             return False
         found = readable.main_object(conn, self.name)

@@ -16,7 +16,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+import apsw
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from matview.api import Connection, connect
@@ -43,9 +45,14 @@ def _verify(conn: Connection, args: argparse.Namespace) -> int:
     names = args.views or [v.name for v in conn.views()]
     failed = 0
     for name in names:
-        ok = conn.view(name).verify()
+        try:
+            ok = conn.view(name).verify()
+        except (Error, apsw.Error) as exc:  # a damaged view is a finding, and the others are checked too
+            failed += 1
+            console.print(f"{escape(name)}: [red]ERROR[/red] {escape(str(exc))}")
+            continue
         failed += not ok
-        console.print(f"{name}: {'[green]ok[/green]' if ok else '[red]DIFFERS from its SELECT[/red]'}")
+        console.print(f"{escape(name)}: {'[green]ok[/green]' if ok else '[red]DIFFERS from its SELECT[/red]'}")
     return 1 if failed else 0
 
 

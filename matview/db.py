@@ -53,7 +53,10 @@ def savepoint(conn: apsw.Connection) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        conn.execute(f"ROLLBACK TO {name}")
-        conn.execute(f"RELEASE {name}")
+        # After some errors (SQLITE_FULL, an I/O error, out of memory) SQLite has already rolled
+        # the whole transaction back: no savepoint is left, and the error to report is this one
+        if not conn.get_autocommit():
+            conn.execute(f"ROLLBACK TO {name}")
+            conn.execute(f"RELEASE {name}")
         raise
     conn.execute(f"RELEASE {name}")

@@ -281,6 +281,12 @@ class Registry:
                     f"materialized view {entry.name}: its base table {table} was dropped and created again "
                     "(its change capture is gone); REFRESH MATERIALIZED VIEW or DROP it"
                 )
+        for table in entry.base_tables:  # (those read through upstream views too: the catalog's own list)
+            if table not in entry.plan.base_tables and not capture_installed(self.conn, table):
+                return (
+                    f"materialized view {entry.name}: its catalog entry names a base table {table} without "
+                    "change capture (a damaged file); DROP the view and CREATE it again"
+                )
         return None
 
     def get(self, name: str) -> View | None:

@@ -1,0 +1,240 @@
+"""Reliability, the long run (issue 9): I/O faults, power cuts, SIGKILLs, concurrent writers.
+
+    python bench/reliability.py [--faults 1000] [--powercuts 200] [--kills 200]
+                                [--writers 4 --txns 10000] [--seed N] [--dir DIR]
+
+Every part runs the mixed workload of ``tests/reliability_workload.py`` (single-table
+aggregates, MIN/MAX, a join, a LEFT JOIN aggregate, a subquery view, views over views;
+immediate and deferred) on real files:
+
+* faults: ``tests/faultvfs.py`` injects EIO on read/write/sync/truncate/lock, short writes and
+  a full disk at random points of writes, folds, CREATE/DROP, REFRESH and checkpoints, half in
+  WAL and half in rollback-journal (DELETE) mode; after each, the checks of
+  ``reliability_workload.check_file`` (integrity, no committed transaction lost or torn, every
+  view equal to its SELECT, still writable);
+* power cuts: the shim keeps unsynced writes in memory and drops them (or a random subset:
+  "torn") at a random write; both journal modes; the same checks;
+* kills: a child process (``tests/reliability_child.py kill``) runs the workload and is
+  SIGKILLed at a random instant; the same checks;
+* concurrency: ``--writers`` processes (half matview connections, half stdlib sqlite3) each
+  commit ``--txns`` transactions on one WAL file while a matview reader and a stock reader
+  read every view; "database is locked" must never leak out of matview, nothing deadlocks
+  (each process has a deadline), and every view is exact at the end.
+
+The last line is ``faults=N powercuts=N kills=N txns=N views_checked=N lost=N wrong=N``;
+the exit status is 1 when anything was lost or wrong (details above that line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+sys.path[:0] = [str(TESTS), str(ROOT)]
+
+from fault_runner import Tally, fault_campaign, power_campaign  # noqa: E402
+from reliability_workload import Ledger, Verdict, check_file, check_views, setup  # noqa: E402
+
+import matview  # noqa: E402
+
+CHILD = TESTS / "reliability_child.py"
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
+
+
+class Child:
+    """A child process and the lines it printed (read by a thread)."""
+
+    def __init__(self, *args: object) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(CHILD), *map(str, args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+            cwd=str(ROOT),
+        )
+        self.lines: list[str] = []
+        self.ready = threading.Event()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.strip())
+            if line.startswith("READY"):
+                self.ready.set()
+        self.ready.set()
+
+    def finish(self, timeout: float) -> bool:
+        """Wait for the child; False (and killed) when it is still running after `timeout`."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return False
+        self.reader.join(timeout=10)
+        return True
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        self.reader.join(timeout=10)
+
+    def stderr(self) -> str:
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read() if self.proc.poll() is not None else ""
+
+    def numbers(self, tag: str) -> set[int]:
+        return {int(line.split()[1]) for line in self.lines if line.startswith(tag + " ")}
+
+
+def kill_campaign(directory: Path, kills: int, seed: int, tally: Tally) -> int:
+    """SIGKILL the workload child `kills` times, alternating journal modes; the kill count."""
+    rng = random.Random(seed)
+    done = 0
+    for journal in ("WAL", "DELETE"):
+        share = kills // 2 + (kills % 2 if journal == "WAL" else 0)
+        if not share:
+            continue
+        path = directory / f"kills-{journal.lower()}.db"
+        setup(path, journal)
+        ledger = Ledger()
+        for number in range(share):
+            first = (number + 1) * 1_000_000
+            child = Child("kill", path, first, 0, rng.randrange(1 << 30))
+            child.ready.wait(timeout=60)
+            time.sleep(rng.uniform(0.02, 1.2))
+            child.kill()
+            if child.proc.returncode != -signal.SIGKILL:
+                tally.problems.append(f"kill #{number}: the child died by itself: {child.stderr()[-2000:]}")
+                tally.wrong += 1
+                return done
+            committed = child.numbers("C")
+            ledger.committed |= committed
+            ledger.maybe |= child.numbers("B") - committed
+            ledger.next_txn = first
+            verdict = check_file(path, journal, ledger, f"seed={seed} {journal} kill #{number}")
+            tally.add(verdict)
+            done += 1
+            if verdict.problems():
+                return done
+    return done
+
+
+def concurrency(directory: Path, writers: int, txns: int, seed: int, tally: Tally) -> int:
+    """`writers` processes × `txns` transactions on one WAL file, with readers; the number of
+    transactions committed."""
+    rng = random.Random(seed)
+    path = directory / "concurrent.db"
+    setup(path, "WAL")
+    stop = Path(str(path) + ".stop")
+    stop.unlink(missing_ok=True)
+    deadline = max(600.0, txns * 0.2)
+    kinds = ["writer" if w % 2 == 0 else "stock_writer" for w in range(writers)]
+    children = [Child(kind, path, (w + 1) * 10_000_000, txns, rng.randrange(1 << 30)) for w, kind in enumerate(kinds)]
+    readers = [Child(kind, path, 0, 0, rng.randrange(1 << 30)) for kind in ("reader", "stock_reader")]
+    start = time.monotonic()
+    for kind, child in zip(kinds, children, strict=True):
+        if not child.finish(deadline - (time.monotonic() - start)):
+            tally.problems.append(f"a {kind} did not finish within {deadline:.0f} s (deadlock?)")
+            tally.wrong += 1
+        elif child.proc.returncode != 0:
+            tally.problems.append(f"a {kind} failed: {child.stderr()[-2000:]}")
+            tally.wrong += 1
+    stop.touch()
+    for reader in readers:
+        if not reader.finish(120) or reader.proc.returncode != 0:
+            tally.problems.append(f"a reader failed: {reader.stderr()[-2000:]}")
+            tally.wrong += 1
+    elapsed = time.monotonic() - start
+    ledger = Ledger()
+    locked = 0
+    for kind, child in zip([*kinds, "reader", "stock_reader"], children + readers, strict=True):
+        ledger.committed |= child.numbers("C")
+        done = [line for line in child.lines if line.startswith("DONE")]
+        leaked = int(done[-1].split()[2]) if done else 0
+        print(f"  {kind}: {done[-1] if done else 'no DONE line'}")
+        if kind in ("writer", "reader"):
+            locked += leaked
+    if locked:
+        examples = [line for c in children + readers for line in c.lines if line.startswith("L ")][:3]
+        tally.problems.append(f"'database is locked' reached a matview program {locked} times: {examples}")
+        tally.wrong += locked
+    verdict = check_file(path, "WAL", ledger, f"seed={seed} concurrency")
+    tally.add(verdict)
+    conn = matview.connect(str(path))
+    try:
+        extra = Verdict()
+        check_views(conn, extra, "concurrency (final)")
+        tally.add(extra)
+    finally:
+        conn.close()
+    committed = len(ledger.committed)
+    print(f"  concurrency: {committed} transactions in {elapsed:.1f} s ({committed / max(elapsed, 1e-9):.0f}/s)")
+    return committed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--faults", type=int, default=1000)
+    parser.add_argument("--powercuts", type=int, default=200)
+    parser.add_argument("--kills", type=int, default=200)
+    parser.add_argument("--writers", type=int, default=4)
+    parser.add_argument("--txns", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=random.randrange(1 << 30))
+    parser.add_argument("--dir", type=Path, default=None, help="where the files go (default: a temp dir)")
+    args = parser.parse_args()
+    directory = args.dir or Path(tempfile.mkdtemp(prefix="matview-reliability-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    print(f"seed={args.seed} dir={directory}", flush=True)
+    tally = Tally()
+    kills = txns = 0
+    started = time.monotonic()
+    if args.faults:
+        for index, journal in enumerate(("WAL", "DELETE")):
+            share = args.faults // 2 + (args.faults % 2 if index == 0 else 0)
+            if share:
+                fault_campaign(directory, journal, share, args.seed + index, tally)
+        print(
+            f"faults: {tally.faults} in {time.monotonic() - started:.0f} s; absorbed: {dict(tally.silent)}", flush=True
+        )
+    if args.powercuts:
+        plans = [(j, torn) for j in ("WAL", "DELETE") for torn in (False, True)]
+        for index, (journal, torn) in enumerate(plans):
+            share = args.powercuts // len(plans) + (1 if index < args.powercuts % len(plans) else 0)
+            if share:
+                power_campaign(directory, journal, share, args.seed + 10 + index, tally, torn=torn)
+        print(f"power cuts: {tally.powercuts} ({time.monotonic() - started:.0f} s so far)", flush=True)
+    if args.kills:
+        kills = kill_campaign(directory, args.kills, args.seed + 20, tally)
+        print(f"kills: {kills} ({time.monotonic() - started:.0f} s so far)", flush=True)
+    if args.writers and args.txns:
+        txns = concurrency(directory, args.writers, args.txns, args.seed + 30, tally)
+    for problem in tally.problems[:20]:
+        print("PROBLEM:", problem[:3000])
+    print(
+        f"faults={tally.faults} powercuts={tally.powercuts} kills={kills} txns={txns} "
+        f"views_checked={tally.views_checked} lost={tally.lost} wrong={tally.wrong}"
+    )
+    return 1 if tally.lost or tally.wrong or tally.problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
