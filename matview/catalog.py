@@ -21,12 +21,14 @@ from types import ModuleType
 from typing import Any, cast
 
 import apsw
+from sqlglot.tokens import TokenType
 
 from matview import names
 from matview.codec import pack, unpack
 from matview.errors import CatalogError
 from matview.names import fold, quote
 from matview.plan import PLAN_FORMAT, Plan
+from matview.sqltext import tokenize
 
 #: 1: the view is a virtual table main.<v>; 2: a plain view main.<v> (read by any client),
 #: shadowed on matview connections by a temp virtual table
@@ -177,12 +179,28 @@ def load_views(conn: apsw.Connection) -> dict[str, ViewEntry]:
         if plan_format > PLAN_FORMAT:
             raise CatalogError(f"view {name} was compiled by a newer matview (plan format {plan_format})")
         try:
-            plan = Plan.from_dict(unpack(plan_blob))
+            data = unpack(plan_blob)
+            _refuse_statement_separators(data)
+            plan = Plan.from_dict(data)
             base_tables = list(unpack(base_blob))
         except Exception as exc:
             raise CatalogError(f"matview catalog entry of view {name} is corrupt: {exc}") from None
         views[fold(name)] = ViewEntry(name, sql, plan, maintenance, base_tables)
     return views
+
+
+def _refuse_statement_separators(value: Any) -> None:
+    """A stored plan holds pieces of one SQL statement each; a `;` outside a literal in one
+    (a file edited by hand or by an attacker) would make apsw run a statement of its own."""
+    if isinstance(value, str):
+        if ";" in value and any(t.kind == TokenType.SEMICOLON for t in tokenize(value)):
+            raise ValueError(f"a plan fragment holds a second statement: {value[-60:]!r}")
+    elif isinstance(value, dict):
+        for item in value.values():
+            _refuse_statement_separators(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _refuse_statement_separators(item)
 
 
 def save_view(conn: apsw.Connection, entry: ViewEntry) -> None:

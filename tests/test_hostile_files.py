@@ -274,14 +274,11 @@ def test_refresh_restores_a_missing_delta_table(tmp_path: Path) -> None:
     all_views_exact(path)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="plan fragments are not re-validated at load: the appended DELETE runs (docs/reliability.md)"
-)
 def test_a_statement_appended_to_a_plan_fragment_is_refused(tmp_path: Path) -> None:
     """The stored plan holds the pieces of the view's SQL that SQLite evaluates; a file whose
-    plan was edited to append a statement to one is refused as a CatalogError. Today the
-    appended `DELETE FROM t` runs (apsw runs every statement of a string) and t is emptied:
-    a hostile file's plan is as trusted as its triggers, which any SQLite client runs."""
+    plan was edited to append a statement to one is refused as a CatalogError. (Found by the
+    reliability review: the appended `DELETE FROM t` ran — apsw runs every statement of a
+    string — and t was emptied; now a `;` outside a literal in any fragment is refused at load.)"""
     from matview.codec import pack, unpack
 
     path = damaged_file(tmp_path)
