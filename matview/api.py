@@ -17,10 +17,10 @@ from typing import Any
 
 import apsw
 
-from matview import catalog, lifecycle, readable, upstream
+from matview import catalog, feed, lifecycle, readable, upstream
 from matview.errors import Error
 from matview.fold import fold_pending_deltas, pending_count
-from matview.names import quote, view_table
+from matview.names import fold, quote, view_table
 from matview.nodes import is_node
 from matview.operators import aggregate_sql
 from matview.plan import render
@@ -63,6 +63,8 @@ class Connection:
         self._changes: int | None = None  # changes() of the user's last statement, when a fold followed it
         self._commits_since_count = 0
         self._changes_at_count = self._total_changes
+        self._feed = feed.Feed(connection, self.poll)
+        self._polled_version = connection.data_version()
         connection.create_scalar_function(
             aggregate_sql.GROUP_KEY_FUNCTION, aggregate_sql.group_key_sql, -1, deterministic=True
         )
@@ -77,6 +79,11 @@ class Connection:
     # -- statements -------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
         """Run SQL (apsw style: returns an iterable cursor of row tuples)."""
+        result = self._execute(sql, params)
+        self._feed.deliver()
+        return result
+
+    def _execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None) -> Any:
         self._catch_up()
         script = statements.split_script(sql)
         if len(script) > 1:
@@ -100,6 +107,7 @@ class Connection:
             return self._autocommit_write(sql, params)
         elif word in ("SELECT", "WITH") and self.apsw.get_autocommit():
             self._fold_deferred_before_read(sql, views)
+            self._poll_if_others_wrote()
         cursor = self.apsw.execute(sql, params)
         return cursor
 
@@ -129,7 +137,9 @@ class Connection:
         word = statements.first_word(sql)
         if word in _WRITES and self.apsw.get_autocommit() and views:
             with self:
-                return self.apsw.executemany(sql, sequence)
+                result = self.apsw.executemany(sql, sequence)
+            self._feed.deliver()
+            return result
         return self.apsw.executemany(sql, sequence)
 
     def _autocommit_write(self, sql: str, params: Any) -> Rows:
@@ -147,6 +157,7 @@ class Connection:
     def _run_materialized_statement(self, statement: Any) -> None:
         with self:
             if isinstance(statement, statements.CreateView):
+                self._fold_views(self._subscribed())  # its upstreams may fold: their ΔV is recorded
                 unknown = set(statement.options) - {"maintenance", "indexes"}
                 if unknown:
                     raise Error(f"unknown view option(s): {', '.join(sorted(unknown))}")
@@ -166,7 +177,9 @@ class Connection:
                 lifecycle.drop_view(self.apsw, self.registry, statement.name, statement.if_exists)
             else:
                 self._fold(commit=False)
+                before = {fold(v.name): (v, self._feed.stored(v)) for v in self._subscribed()}
                 lifecycle.refresh_view(self.apsw, self.registry, statement.name)
+                self._record_rebuilt(before)
 
     def _create_index_on_view(self, index: statements.CreateIndex) -> Rows:
         view = self.registry.get(index.table)
@@ -223,7 +236,7 @@ class Connection:
         last_rowid = self.apsw.last_insert_rowid()
         if self._changes is None:
             self._changes = self.apsw.changes()
-        fold_pending_deltas(self.apsw, self.registry, views)
+        fold_pending_deltas(self.apsw, self.registry, views, self._feed.record if self._feed.active else None)
         self.apsw.set_last_insert_rowid(last_rowid)
 
     def _catch_up(self) -> None:
@@ -246,6 +259,51 @@ class Connection:
                 self._fold_views(wanted)
         except (apsw.BusyError, apsw.ReadOnlyError):
             pass  # only an optimization: the read merges the pending deltas itself
+
+    # -- the change feed ---------------------------------------------------------------
+    def subscribe(self, view: str, callback: feed.Callback | None = None) -> feed.Subscription:
+        """Get each committed ΔV of `view` (a `feed.Change`: rows with +/− weights) after
+        COMMIT, in commit order; never for rolled-back work. With a callback it is called
+        with each change; without one, iterate the subscription (or `listen()` to wait).
+        Changes reach the feed when they are folded: at commit for immediate views; for
+        deferred ones at flush, past pending_limit, or when a read folds them. Others'
+        commits are folded at this connection's next read, write or `poll()`."""
+        found = self.registry.get(view)
+        if found is None or is_node(found.name):
+            raise Error(f"no such materialized view: {view}")
+        return self._feed.subscribe(found.name, callback)
+
+    def poll(self) -> None:
+        """Fold into the subscribed views what other connections committed, and deliver it."""
+        if not self._feed.active or not self.apsw.get_autocommit() or self._depth:
+            return
+        self._polled_version = self.apsw.data_version()
+        wanted = [view for view in self._subscribed() if pending_count(self.apsw, view)]
+        if not wanted:
+            return
+        try:
+            with self:
+                self._fold_views(wanted)
+        except (apsw.BusyError, apsw.ReadOnlyError):
+            return  # another connection is writing, or the file is read-only: the next poll folds
+        self._feed.deliver()
+
+    def _poll_if_others_wrote(self) -> None:
+        if self._feed.active and self.apsw.data_version() != self._polled_version:
+            self.poll()
+
+    def _subscribed(self) -> list[View]:
+        if not self._feed.active:
+            return []
+        wanted = self._feed.subscribed_views()
+        return [view for key, view in self.registry.sync().items() if fold(key) in wanted and not view.broken]
+
+    def _record_rebuilt(self, before: dict[str, tuple[View, Any]]) -> None:
+        """REFRESH rebuilt views from scratch: their change is the new rows − the old."""
+        for key, (_old, rows) in before.items():
+            view = self.registry.get(key)
+            if view is not None and not view.broken:
+                self._feed.record(view, self._feed.stored(view) - rows)
 
     def flush(self) -> None:
         """Fold every pending delta of every view now (deferred views included)."""
@@ -286,6 +344,8 @@ class Connection:
             raise
         finally:
             self._total_changes = self.apsw.total_changes()
+        self._feed.deliver()
+        self._total_changes = self.apsw.total_changes()  # delivery empties a temp table
 
     # -- passthrough and introspection ------------------------------------------------
     def last_insert_rowid(self) -> int:
