@@ -17,14 +17,14 @@ from typing import Any
 
 import apsw
 
-from matview import catalog, feed, lifecycle, readable, upstream
+from matview import catalog, feed, lifecycle, upstream
 from matview.errors import Error
 from matview.fold import fold_pending_deltas, pending_count
 from matview.names import fold, quote, view_table
 from matview.nodes import is_node
 from matview.operators import aggregate_sql
-from matview.plan import render
 from matview.registry import Registry, View
+from matview.viewinfo import ViewInfo
 from matview.viewstore import ROW_KEY_FUNCTION, row_key_sql
 from matview_ext import statements
 from matview_ext.vtable import Module
@@ -386,70 +386,6 @@ class Connection:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.apsw, name)
-
-
-class ViewInfo:
-    """A handle on one materialized view."""
-
-    def __init__(self, connection: Connection, view: View) -> None:
-        self._connection, self._view = connection, view
-        self.name = view.name
-        self.sql = view.entry.sql
-        self.maintenance = view.entry.maintenance
-        self.columns = [c.name for c in view.entry.plan.columns]
-
-    def __repr__(self) -> str:
-        return f"<materialized view {self.name} ({self.maintenance}): {self.sql}>"
-
-    def pending(self) -> int:
-        """How many delta rows wait to be folded into this view."""
-        return pending_count(self._connection.apsw, self._view)
-
-    def explain(self) -> str:
-        """The compiled plan: the stage-1 SELECT SQLite runs over deltas, and the operators."""
-        plan = self._view.entry.plan
-        sources = {f"source{i}": quote(t) for i, t in enumerate(plan.sources)}
-        stage1 = render(plan.stage1, weight="1", outer=plan.outer_kind, **sources)
-        tables = ", ".join(plan.tables)
-        lines = [f"view {self.name} ({self.maintenance}) over {tables}: {plan.kind}", f"  stage 1: {stage1}"]
-        for spec in plan.aggs:
-            lines.append(f"  aggregate {spec.sql}")
-        if plan.having:
-            lines.append(f"  having {plan.having}")
-        lines += [f"  index {name}" for name in plan.indexes]
-        lines += [f"  scan: {scan}" for scan in plan.scans]
-        if plan.distinct:
-            lines.append("  distinct")
-        return "\n".join(lines)
-
-    def verify(self) -> bool:
-        """True when the view read through this connection equals its SELECT re-run now, and
-        the plain view other clients read equals the stored rows (the last fold), each as a
-        bag of typed rows."""
-        from collections import Counter
-
-        def typed(rows: Iterable[tuple[Any, ...]]) -> Counter[tuple[Any, ...]]:
-            return Counter(tuple((type(v).__name__, v) for v in row) for row in rows)
-
-        conn = self._connection.apsw
-        got = typed(conn.execute(f"SELECT * FROM temp.{quote(self.name)}"))
-        want = typed(conn.execute(self.sql))
-        if got != want:
-            return False
-        found = readable.main_object(conn, self.name)
-        if found is not None and readable.is_matview_vtable(found[1]):
-            return True  # catalog format 1, not upgraded yet: main holds the virtual table
-        if found is None or found[0] != "view":
-            return False
-        table = self._view.table
-        stored: Counter[tuple[Any, ...]] = Counter()
-        for row in conn.execute(f"SELECT {table.select_columns} FROM {table.table}"):
-            stored[tuple((type(v).__name__, v) for v in row[: len(table.columns)])] += row[-1]
-        try:
-            stock = typed(conn.execute(f"SELECT * FROM main.{quote(self.name)}"))
-        except apsw.SQLError:
-            return False
-        return stock == stored
 
 
 def install(connection: apsw.Connection, **options: Any) -> Connection:
