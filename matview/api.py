@@ -11,18 +11,20 @@ the virtual table merges whatever is pending.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import apsw
 
-from matview import catalog, feed, lifecycle, upstream
+from matview import catalog, feed, lifecycle, progress, upstream
 from matview.errors import Error
 from matview.fold import fold_pending_deltas, pending_count
 from matview.names import fold, quote, view_table
 from matview.nodes import is_node
 from matview.operators import aggregate_sql
+from matview.progress import ProgressCallback
 from matview.registry import Registry, View
 from matview.viewinfo import ViewInfo
 from matview.viewstore import ROW_KEY_FUNCTION, row_key_sql
@@ -64,6 +66,7 @@ class Connection:
         self._commits_since_count = 0
         self._changes_at_count = self._total_changes
         self._feed = feed.Feed(connection, self.poll)
+        self._progress: ProgressCallback | None = None
         self._polled_version = connection.data_version()
         connection.create_scalar_function(
             aggregate_sql.GROUP_KEY_FUNCTION, aggregate_sql.group_key_sql, -1, deterministic=True
@@ -149,8 +152,10 @@ class Connection:
         return Rows(rows)
 
     def _run_materialized(self, statement: Any) -> None:
+        what = f"{type(statement).__name__.removesuffix('View').upper()} {statement.name}"
         try:
-            self._run_materialized_statement(statement)
+            with progress.reporting(self.apsw, what, self._progress):
+                self._run_materialized_statement(statement)
         except apsw.Error as exc:
             raise Error(f"{type(exc).__name__}: {exc}") from exc
 
@@ -259,6 +264,23 @@ class Connection:
                 self._fold_views(wanted)
         except (apsw.BusyError, apsw.ReadOnlyError):
             pass  # only an optimization: the read merges the pending deltas itself
+
+    # -- progress ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def progress(self, callback: ProgressCallback | None) -> Iterator[None]:
+        """Report the progress of CREATE / REFRESH MATERIALIZED VIEW run inside the block to
+        `callback` (a `matview.progress.Progress` every few milliseconds of work). Ctrl-C, or
+        the callback raising, cancels the statement and leaves the file as it was."""
+        previous, self._progress = self._progress, callback
+        try:
+            yield
+        finally:
+            self._progress = previous
+
+    def refresh(self, view: str, *, progress: ProgressCallback | None = None) -> None:
+        """REFRESH MATERIALIZED VIEW `view`, reporting progress to `progress`."""
+        with self.progress(progress):
+            self.execute(f"REFRESH MATERIALIZED VIEW {quote(view)}")
 
     # -- the change feed ---------------------------------------------------------------
     def subscribe(self, view: str, callback: feed.Callback | None = None) -> feed.Subscription:
