@@ -140,7 +140,7 @@ def _describe(conn: apsw.Connection, registry: Registry, view: View, nodes: list
     details = [f"{view.entry.maintenance}, {sum(pending.values())} pending delta rows"]
     if view.broken or view.stalled:
         details.append(f"NOT MAINTAINED: {view.broken or view.stalled}")
-    state = [(f"stored rows {names.view_table(view.name)}", stored)]
+    state = [(f"{names.view_table(view.name)} (stored rows)", stored)]
     node = Node(f"{prefix}view", "view", title, _RULES["view"], details, state)
     node.inputs = current
     nodes.append(node)
@@ -261,25 +261,27 @@ _COLORS = {"source": "#dbe9f6", "upstream": "#e3dbf6", "view": "#d9f2d9", "aggre
 
 
 def as_dot(circuit: Circuit) -> str:
-    """Graphviz source of the circuit (data flows from sources to the view, top to bottom)."""
-    import graphviz
-
-    graph = graphviz.Digraph(circuit.view, graph_attr={"rankdir": "BT", "fontname": "Helvetica"})
-    graph.attr("node", fontname="Helvetica", fontsize="10", style="filled", shape="box")
-    ids = {node.id: f"n{number}" for number, node in enumerate(circuit.nodes)}  # ":" would name a port
+    """Graphviz source of the circuit (data flows from sources up to the view); written
+    here, so it needs neither the `graphviz` package nor the `dot` binary."""
+    ids = {node.id: f"n{number}" for number, node in enumerate(circuit.nodes)}
+    lines = [
+        f"digraph {_dot_string(circuit.view)} {{",
+        '  graph [rankdir=BT, fontname="Helvetica"];',
+        '  node [fontname="Helvetica", fontsize=10, style=filled, shape=box];',
+    ]
     for node in circuit.nodes:
-        lines = [f"<B>{_html(node.label)}</B>", f"<I>{_html(_wrap(node.rule))}</I>"]
-        lines += [_html(_wrap(d)) for d in node.details]
-        lines += [_html(f"state {t}: {r} rows") for t, r in node.state]
-        graph.node(
-            ids[node.id],
-            label="<" + "<BR/>".join(lines) + ">",
-            shape=_SHAPES.get(node.kind, "box"),
-            fillcolor=_COLORS.get(node.kind, "#f2f2f2"),
-        )
-        for source in node.inputs:
-            graph.edge(ids[source], ids[node.id], label="Δ")
-    return str(graph.source)
+        rows = [f"<B>{_html(node.label)}</B>", f"<I>{_html(_wrap(node.rule))}</I>"]
+        rows += [_html(_wrap(d)) for d in node.details]
+        rows += [_html(f"state {t}: {r} rows") for t, r in node.state]
+        shape, color = _SHAPES.get(node.kind, "box"), _COLORS.get(node.kind, "#f2f2f2")
+        lines.append(f'  {ids[node.id]} [label=<{"<BR/>".join(rows)}>, shape={shape}, fillcolor="{color}"];')
+        lines += [f'  {ids[source]} -> {ids[node.id]} [label="Δ"];' for source in node.inputs]
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _dot_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def render_image(circuit: Circuit, image_format: str) -> bytes:
