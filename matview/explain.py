@@ -110,7 +110,7 @@ def _describe(conn: apsw.Connection, registry: Registry, view: View, nodes: list
         details += [f"SCAN: {scan}" for scan in plan.scans]
         current = [_add(nodes, prefix, "join", f"{kind} ⋈", details, current)]
     elif plan.arms:
-        current = [_add(nodes, prefix, "map", "arms", [f"{len(plan.arms)} arms of a set operation"], current)]
+        current = [_add(nodes, prefix, "map", "arms", [f"{len(plan.arms)} arms"], current)]
     if in_subquery:
         probes = [f"compares {table}.{column} by =" for table, column, _ in plan.subquery_probes]
         reads = list(dict.fromkeys(source_ids[plan.sources[n]] for n in sorted(in_subquery)))

@@ -124,12 +124,15 @@ class Feed:
 
     def subscribe(self, view: str, callback: Callback | None) -> Subscription:
         subscription = Subscription(self, view, callback)
+        self._create_table()
+        self._subscribers.setdefault(fold(view), []).append(subscription)
+        return subscription
+
+    def _create_table(self) -> None:
         self._conn.execute(
             f"CREATE TEMP TABLE IF NOT EXISTS {quote(FEED_TABLE)} "
             "(id INTEGER PRIMARY KEY, batch INTEGER, view TEXT, key BLOB, weight INTEGER)"
         )
-        self._subscribers.setdefault(fold(view), []).append(subscription)
-        return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
         listeners = self._subscribers.get(fold(subscription.view), [])
@@ -143,6 +146,7 @@ class Feed:
         if not delta or fold(view.name) not in self._subscribers:
             return
         self._batches += 1
+        self._create_table()  # subscribed inside a transaction that rolled back: the table went with it
         self._conn.executemany(
             f"INSERT INTO {_TABLE} (batch, view, key, weight) VALUES (?, ?, ?, ?)",
             ((self._batches, view.name, key, weight) for key, weight in delta.items()),

@@ -21,6 +21,8 @@ from matview_ext import statements
 
 #: dot-commands whose arguments are view names
 _VIEW_COMMANDS = ("explain", "verify", "refresh", "pending")
+#: statements apsw's shell runs itself (its output modes); everything else goes through the connection
+_READS = ("SELECT", "WITH", "VALUES", "PRAGMA", "EXPLAIN")
 
 
 class MatviewShell(apsw.shell.Shell):  # type: ignore[misc]
@@ -39,7 +41,7 @@ class MatviewShell(apsw.shell.Shell):  # type: ignore[misc]
         # and writes (folded before they commit) go through the connection; reads run in apsw's
         # shell (its output modes) after the connection caught up with others' changes.
         word = statements.first_word(sql)
-        if word in ("CREATE", "DROP", "ALTER", "REFRESH", "INSERT", "UPDATE", "DELETE", "REPLACE", "COMMIT", "END"):
+        if word not in _READS:
             self._through_connection(sql, bindings)
             return
         if word in ("SELECT", "WITH") and self.matview.apsw.get_autocommit():
