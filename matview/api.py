@@ -11,21 +11,22 @@ the virtual table merges whatever is pending.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import apsw
 
-from matview import catalog, lifecycle, names, readable, upstream
+from matview import catalog, feed, lifecycle, names, progress, upstream
 from matview.errors import Error
 from matview.fold import fold_pending_deltas, pending_count
-from matview.names import quote, view_table
+from matview.names import fold, quote, view_table
 from matview.nodes import is_node
 from matview.operators import aggregate_sql
-from matview.plan import render
+from matview.progress import ProgressCallback
 from matview.registry import Registry, View
-from matview.validate import one_statement
+from matview.viewinfo import ViewInfo
 from matview.viewstore import ROW_KEY_FUNCTION, row_key_sql
 from matview_ext import statements
 from matview_ext.vtable import Module
@@ -64,6 +65,9 @@ class Connection:
         self._changes: int | None = None  # changes() of the user's last statement, when a fold followed it
         self._commits_since_count = 0
         self._changes_at_count = self._total_changes
+        self._feed = feed.Feed(connection, self.poll)
+        self._progress: ProgressCallback | None = None
+        self._polled_version = connection.data_version()
         connection.create_scalar_function(
             aggregate_sql.GROUP_KEY_FUNCTION, aggregate_sql.group_key_sql, -1, deterministic=True
         )
@@ -78,6 +82,11 @@ class Connection:
     # -- statements -------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
         """Run SQL (apsw style: returns an iterable cursor of row tuples)."""
+        result = self._execute(sql, params)
+        self._feed.deliver()
+        return result
+
+    def _execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None) -> Any:
         self._lock_before_reading(sql)
         self._catch_up()
         script = statements.split_script(sql)
@@ -102,6 +111,7 @@ class Connection:
             return self._autocommit_write(sql, params)
         elif word in ("SELECT", "WITH") and self.apsw.get_autocommit():
             self._fold_deferred_before_read(sql, views)
+            self._poll_if_others_wrote()
         cursor = self.apsw.execute(sql, params)
         return cursor
 
@@ -132,7 +142,9 @@ class Connection:
         word = statements.first_word(sql)
         if word in _WRITES and self.apsw.get_autocommit() and views:
             with self:
-                return self.apsw.executemany(sql, sequence)
+                result = self.apsw.executemany(sql, sequence)
+            self._feed.deliver()
+            return result
         return self.apsw.executemany(sql, sequence)
 
     def _lock_before_reading(self, sql: str) -> None:
@@ -156,14 +168,17 @@ class Connection:
         return Rows(rows)
 
     def _run_materialized(self, statement: Any) -> None:
+        what = f"{type(statement).__name__.removesuffix('View').upper()} {statement.name}"
         try:
-            self._run_materialized_statement(statement)
+            with progress.reporting(self.apsw, what, self._progress):
+                self._run_materialized_statement(statement)
         except apsw.Error as exc:
             raise Error(f"{type(exc).__name__}: {exc}") from exc
 
     def _run_materialized_statement(self, statement: Any) -> None:
         with self:
             if isinstance(statement, statements.CreateView):
+                self._fold_views(self._subscribed())  # its upstreams may fold: their ΔV is recorded
                 unknown = set(statement.options) - {"maintenance", "indexes"}
                 if unknown:
                     raise Error(f"unknown view option(s): {', '.join(sorted(unknown))}")
@@ -183,7 +198,9 @@ class Connection:
                 lifecycle.drop_view(self.apsw, self.registry, statement.name, statement.if_exists)
             else:
                 self._fold(commit=False)
+                before = {fold(v.name): (v, self._feed.stored(v)) for v in self._subscribed()}
                 lifecycle.refresh_view(self.apsw, self.registry, statement.name)
+                self._record_rebuilt(before)
 
     def _create_index_on_view(self, index: statements.CreateIndex) -> Rows:
         view = self.registry.get(index.table)
@@ -240,7 +257,7 @@ class Connection:
         last_rowid = self.apsw.last_insert_rowid()
         if self._changes is None:
             self._changes = self.apsw.changes()
-        fold_pending_deltas(self.apsw, self.registry, views)
+        fold_pending_deltas(self.apsw, self.registry, views, self._feed.record if self._feed.active else None)
         self.apsw.set_last_insert_rowid(last_rowid)
 
     def _catch_up(self) -> None:
@@ -272,6 +289,68 @@ class Connection:
                 self._fold_views(wanted)
         except (apsw.BusyError, apsw.ReadOnlyError):
             pass  # only an optimization: the read merges the pending deltas itself
+
+    # -- progress ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def progress(self, callback: ProgressCallback | None) -> Iterator[None]:
+        """Report the progress of CREATE / REFRESH MATERIALIZED VIEW run inside the block to
+        `callback` (a `matview.progress.Progress` every few milliseconds of work). Ctrl-C, or
+        the callback raising, cancels the statement and leaves the file as it was."""
+        previous, self._progress = self._progress, callback
+        try:
+            yield
+        finally:
+            self._progress = previous
+
+    def refresh(self, view: str, *, progress: ProgressCallback | None = None) -> None:
+        """REFRESH MATERIALIZED VIEW `view`, reporting progress to `progress`."""
+        with self.progress(progress):
+            self.execute(f"REFRESH MATERIALIZED VIEW {quote(view)}")
+
+    # -- the change feed ---------------------------------------------------------------
+    def subscribe(self, view: str, callback: feed.Callback | None = None) -> feed.Subscription:
+        """Get each committed ΔV of `view` (a `feed.Change`: rows with +/− weights) after
+        COMMIT, in commit order; never for rolled-back work. With a callback it is called
+        with each change; without one, iterate the subscription (or `listen()` to wait).
+        Changes reach the feed when they are folded: at commit for immediate views; for
+        deferred ones at flush, past pending_limit, or when a read folds them. Others'
+        commits are folded at this connection's next read, write or `poll()`."""
+        found = self.registry.get(view)
+        if found is None or is_node(found.name):
+            raise Error(f"no such materialized view: {view}")
+        return self._feed.subscribe(found.name, callback)
+
+    def poll(self) -> None:
+        """Fold into the subscribed views what other connections committed, and deliver it."""
+        if not self._feed.active or not self.apsw.get_autocommit() or self._depth:
+            return
+        self._polled_version = self.apsw.data_version()
+        wanted = [view for view in self._subscribed() if pending_count(self.apsw, view)]
+        if not wanted:
+            return
+        try:
+            with self:
+                self._fold_views(wanted)
+        except (apsw.BusyError, apsw.ReadOnlyError):
+            return  # another connection is writing, or the file is read-only: the next poll folds
+        self._feed.deliver()
+
+    def _poll_if_others_wrote(self) -> None:
+        if self._feed.active and self.apsw.data_version() != self._polled_version:
+            self.poll()
+
+    def _subscribed(self) -> list[View]:
+        if not self._feed.active:
+            return []
+        wanted = self._feed.subscribed_views()
+        return [view for key, view in self.registry.sync().items() if fold(key) in wanted and not view.broken]
+
+    def _record_rebuilt(self, before: dict[str, tuple[View, Any]]) -> None:
+        """REFRESH rebuilt views from scratch: their change is the new rows − the old."""
+        for key, (_old, rows) in before.items():
+            view = self.registry.get(key)
+            if view is not None and not view.broken:
+                self._feed.record(view, self._feed.stored(view) - rows)
 
     def flush(self) -> None:
         """Fold every pending delta of every view now (deferred views included)."""
@@ -314,6 +393,8 @@ class Connection:
             raise
         finally:
             self._total_changes = self.apsw.total_changes()
+        self._feed.deliver()
+        self._total_changes = self.apsw.total_changes()  # delivery empties a temp table
 
     # -- passthrough and introspection ------------------------------------------------
     def last_insert_rowid(self) -> int:
@@ -354,76 +435,6 @@ class Connection:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.apsw, name)
-
-
-class ViewInfo:
-    """A handle on one materialized view."""
-
-    def __init__(self, connection: Connection, view: View) -> None:
-        self._connection, self._view = connection, view
-        self.name = view.name
-        self.sql = view.entry.sql
-        self.maintenance = view.entry.maintenance
-        self.columns = [c.name for c in view.entry.plan.columns]
-
-    def __repr__(self) -> str:
-        return f"<materialized view {self.name} ({self.maintenance}): {self.sql}>"
-
-    def pending(self) -> int:
-        """How many delta rows wait to be folded into this view."""
-        return pending_count(self._connection.apsw, self._view)
-
-    def explain(self) -> str:
-        """The compiled plan: the stage-1 SELECT SQLite runs over deltas, and the operators."""
-        plan = self._view.entry.plan
-        sources = {f"source{i}": quote(t) for i, t in enumerate(plan.sources)}
-        stage1 = render(plan.stage1, weight="1", outer=plan.outer_kind, **sources)
-        tables = ", ".join(plan.tables)
-        lines = [f"view {self.name} ({self.maintenance}) over {tables}: {plan.kind}", f"  stage 1: {stage1}"]
-        for spec in plan.aggs:
-            lines.append(f"  aggregate {spec.sql}")
-        if plan.having:
-            lines.append(f"  having {plan.having}")
-        lines += [f"  index {name}" for name in plan.indexes]
-        lines += [f"  scan: {scan}" for scan in plan.scans]
-        if plan.distinct:
-            lines.append("  distinct")
-        return "\n".join(lines)
-
-    def verify(self) -> bool:
-        """True when the view read through this connection equals its SELECT re-run now, and
-        the plain view other clients read equals the stored rows (the last fold), each as a
-        bag of typed rows."""
-        from collections import Counter
-
-        def typed(rows: Iterable[tuple[Any, ...]]) -> Counter[tuple[Any, ...]]:
-            return Counter(tuple((type(v).__name__, v) for v in row) for row in rows)
-
-        conn = self._connection.apsw
-        got = typed(conn.execute(f"SELECT * FROM temp.{quote(self.name)}"))
-        # The SELECT comes from the file: re-validated as one statement and run as a subquery,
-        # so a catalog row edited to hold anything but a SELECT is an error, never executed
-        select, _ = one_statement(self.sql)
-        try:
-            want = typed(conn.execute(f"SELECT * FROM (\n{select}\n)"))
-        except apsw.SQLError as exc:
-            raise Error(f"materialized view {self.name}: its SELECT in the catalog is invalid: {exc}") from None
-        if got != want:
-            return False
-        found = readable.main_object(conn, self.name)
-        if found is not None and readable.is_matview_vtable(found[1]):
-            return True  # catalog format 1, not upgraded yet: main holds the virtual table
-        if found is None or found[0] != "view":
-            return False
-        table = self._view.table
-        stored: Counter[tuple[Any, ...]] = Counter()
-        for row in conn.execute(f"SELECT {table.select_columns} FROM {table.table}"):
-            stored[tuple((type(v).__name__, v) for v in row[: len(table.columns)])] += row[-1]
-        try:
-            stock = typed(conn.execute(f"SELECT * FROM main.{quote(self.name)}"))
-        except apsw.SQLError:
-            return False
-        return stock == stored
 
 
 def install(connection: apsw.Connection, **options: Any) -> Connection:

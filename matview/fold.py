@@ -14,6 +14,8 @@ upstream views got in the same fold, upstream first (see `matview.upstream`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import apsw
 
 from matview import catalog, names, upstream
@@ -159,21 +161,29 @@ def collect_garbage(conn: apsw.Connection, registry: Registry, tables: dict[str,
         registry.collected[table] = low
 
 
-def fold_pending_deltas(conn: apsw.Connection, registry: Registry, views: list[View]) -> None:
+#: told each view's ΔV inside the fold's transaction (the change feed, `matview.feed`)
+DeltaListener = Callable[[View, ZSet[bytes]], None]
+
+
+def fold_pending_deltas(
+    conn: apsw.Connection, registry: Registry, views: list[View], listener: DeltaListener | None = None
+) -> None:
     """Fold several views and clean up their delta logs; inside a write transaction."""
     touched: dict[str, int] = {}
     for group in registry.fold_groups(views):
         if len(group) == 1:
-            _fold_alone(conn, group[0], touched)
+            _fold_alone(conn, group[0], touched, listener)
         else:
-            _fold_together(conn, registry, group, touched)
+            _fold_together(conn, registry, group, touched, listener)
     collect_garbage(conn, registry, touched)
 
 
-def _fold_alone(conn: apsw.Connection, view: View, touched: dict[str, int]) -> None:
+def _fold_alone(conn: apsw.Connection, view: View, touched: dict[str, int], listener: DeltaListener | None) -> None:
     if view.broken or view.stalled:
         return
     folded = fold_view(conn, view)
+    if folded and listener is not None:
+        listener(view, folded[1])
     for table, _lo, hi in folded[0] if folded else []:
         touched[table] = max(hi, touched.get(table, 0))
 
@@ -182,7 +192,13 @@ class _GroupStalled(Exception):
     pass
 
 
-def _fold_together(conn: apsw.Connection, registry: Registry, group: list[View], touched: dict[str, int]) -> None:
+def _fold_together(
+    conn: apsw.Connection,
+    registry: Registry,
+    group: list[View],
+    touched: dict[str, int],
+    listener: DeltaListener | None,
+) -> None:
     """Fold views over views with the views they read, upstream first: each applies its ΔV
     before its downstream views compute theirs from it. All or none: a view that cannot be
     folded leaves every view of the group pending (its upstream's ΔV would be lost). A broken
@@ -203,6 +219,8 @@ def _fold_together(conn: apsw.Connection, registry: Registry, group: list[View],
                     raise _GroupStalled(view.stalled)
                 ranges, delta = folded
                 ranges_of.append(ranges)
+                if listener is not None:
+                    listener(view, delta)  # inside the savepoint: a stalled group records nothing
                 if registry.dependents_of(view):
                     upstream.ensure_delta_table(conn, view.name, view.entry.plan.columns)
                     upstream.write_delta(conn, view.name, len(view.entry.plan.columns), delta)

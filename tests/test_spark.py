@@ -330,5 +330,6 @@ def test_cli(spark: Any, tmp_path: Path, capsys: Any) -> None:
     assert out.startswith("matview backfill: 1 table(s)") and "rows loaded" in out and "spark (orders)" in out
     assert spark_main([db, "--table", f"orders={uri}", "--view", "v", "--mode", "replace"]) == 0
     assert main(["backfill", db, "--table", "orders"]) == 2  # not NAME=PATH: a clear error
-    assert "expected NAME=VALUE" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "expected NAME=VALUE" in captured.err  # errors go to stderr (see matview.cli)
     assert matview.connect(db).view("v").verify()

@@ -71,9 +71,7 @@ async def _visible_catalogs(datasette: Any, actor: Any) -> list[tuple[str, FileC
     for name in list(datasette.databases):
         if name == "_internal":
             continue
-        visible, _ = await datasette.check_visibility(
-            actor, permissions=[("view-database", name), "view-instance"]
-        )
+        visible, _ = await datasette.check_visibility(actor, permissions=[("view-database", name), "view-instance"])
         if not visible:
             continue
         catalog = await _catalog(datasette, name)
