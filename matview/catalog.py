@@ -189,18 +189,24 @@ def load_views(conn: apsw.Connection) -> dict[str, ViewEntry]:
     return views
 
 
-def _refuse_statement_separators(value: Any) -> None:
+#: the plan's fields that hold pieces of the user's SQL, run as they are (names are quoted)
+_SQL_FRAGMENTS = ("stage1", "post_exprs", "having", "outer_on", "from_template", "subquery_reach", "reach_filter")
+
+
+def _refuse_statement_separators(plan: dict[str, Any]) -> None:
     """A stored plan holds pieces of one SQL statement each; a `;` outside a literal in one
     (a file edited by hand or by an attacker) would make apsw run a statement of its own."""
+    for name in _SQL_FRAGMENTS:
+        _refuse_separators_in(plan.get(name))
+
+
+def _refuse_separators_in(value: Any) -> None:
     if isinstance(value, str):
         if ";" in value and any(t.kind == TokenType.SEMICOLON for t in tokenize(value)):
             raise ValueError(f"a plan fragment holds a second statement: {value[-60:]!r}")
-    elif isinstance(value, dict):
-        for item in value.values():
-            _refuse_statement_separators(item)
     elif isinstance(value, list | tuple):
         for item in value:
-            _refuse_statement_separators(item)
+            _refuse_separators_in(item)
 
 
 def save_view(conn: apsw.Connection, entry: ViewEntry) -> None:

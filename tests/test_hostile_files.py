@@ -318,3 +318,17 @@ def test_a_catalog_row_naming_a_table_without_capture_is_schema_changed(tmp_path
     finally:
         conn.close()
     assert cli("verify", str(path)).returncode == 1
+
+
+def test_semicolons_in_literals_and_names_are_not_statements(tmp_path: Path) -> None:
+    """The check for appended statements reads tokens: a `;` in a string literal, a quoted
+    alias or column name, or a stored message is no second statement."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute('CREATE TABLE "t;x"(id INTEGER PRIMARY KEY, "a;b" TEXT)')
+    sql = """SELECT id, "a;b" AS "c;d", 'x;y' AS lit FROM "t;x" AS "s;t" WHERE "a;b" <> ';' """
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {sql}")
+    conn.execute("""INSERT INTO "t;x" VALUES (1, 'p;q')""")
+    conn.close()
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    assert conn.execute("SELECT * FROM v").fetchall() == [(1, "p;q", "x;y")]
+    conn.close()
