@@ -118,7 +118,7 @@ def test_json_output_and_exit_codes(db: Path, capsys: pytest.CaptureFixture[str]
     plain.execute("UPDATE __dbsp_view_by_region SET n = 99")
     plain.commit()
     assert main(["verify", str(db), "by_region", "--json"]) == 1
-    assert json.loads(capsys.readouterr().out) == [{"view": "by_region", "ok": False}]
+    assert json.loads(capsys.readouterr().out) == [{"view": "by_region", "ok": False, "error": None}]
     assert _cli("views").returncode == 2  # bad arguments (argparse)
 
 
