@@ -25,7 +25,7 @@ from matview.names import fold, quote
 from matview.nodes import NODE_PREFIX, extract_nodes
 from matview.plan import OutputColumn
 from matview.registry import Registry, View
-from matview.schema import affinity, read_table
+from matview.schema import affinity, read_table, table_kind
 from matview.state import StateStore, create_state_tables
 from matview.viewstore import ViewTable
 
@@ -309,6 +309,10 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View, populate: Po
         )
     # the plain view stock clients read: re-made, in case a client that bypasses matview dropped it
     readable.create_plain_view(conn, view.name, plan)
+    # a damaged file may have lost them: REFRESH rebuilds the view from its SELECT either way
+    create_state_tables(conn, view.name, if_missing=True)
+    if table_kind(conn, names.view_table(view.name)) is None:
+        view.table.create(conn)
     conn.execute(f"DELETE FROM {view.table.table}")
     conn.execute(f"DELETE FROM {quote(names.state_table(view.name))}")
     conn.execute(f"DELETE FROM {quote(names.ordered_state_table(view.name))}")

@@ -232,13 +232,16 @@ def _better(candidate: Any, best: Any, descending: bool) -> bool:
     return a > b if descending else a < b
 
 
-def create_state_tables(conn: apsw.Connection, view: str) -> None:
+def create_state_tables(conn: apsw.Connection, view: str, if_missing: bool = False) -> None:
+    """The view's two state tables; `if_missing`: only those that are not there (REFRESH of a
+    damaged file)."""
+    create = "CREATE TABLE IF NOT EXISTS" if if_missing else "CREATE TABLE"
     conn.execute(
-        f"CREATE TABLE {quote(names.state_table(view))} (operator_id INTEGER NOT NULL, key BLOB NOT NULL, "
+        f"{create} {quote(names.state_table(view))} (operator_id INTEGER NOT NULL, key BLOB NOT NULL, "
         "value BLOB NOT NULL, weight INTEGER NOT NULL, PRIMARY KEY (operator_id, key)) WITHOUT ROWID"
     )
     conn.execute(
-        f"CREATE TABLE {quote(names.ordered_state_table(view))} (operator_id INTEGER NOT NULL, key BLOB NOT NULL, "
+        f"{create} {quote(names.ordered_state_table(view))} (operator_id INTEGER NOT NULL, key BLOB NOT NULL, "
         "ord NOT NULL, kind INTEGER NOT NULL, value, weight INTEGER NOT NULL, "
         "PRIMARY KEY (operator_id, key, ord, kind)) WITHOUT ROWID"
     )

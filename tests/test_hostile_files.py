@@ -229,8 +229,8 @@ def test_fuzzed_catalog_rows_raise_matview_errors_only(tmp_path: Path) -> None:
 # ------------------------------------------------------------------- pinned: not reported or repaired yet
 
 
-@pytest.mark.xfail(strict=True, reason="REFRESH does not re-create a missing state table (docs/reliability.md)")
 def test_refresh_restores_a_missing_state_table(tmp_path: Path) -> None:
+    """(Pinned by the reliability review; fixed: REFRESH re-creates missing state tables.)"""
     path = damaged_file(tmp_path, f"DROP TABLE {STATE}")
     conn = matview.connect(str(path))
     try:
