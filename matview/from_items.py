@@ -96,6 +96,40 @@ def in_from_item(from_tokens: tuple[Token, ...], paren: Token) -> bool:
     return before in (None, TokenType.COMMA, TokenType.JOIN)
 
 
+#: clause keywords: where a walk back from a parenthesis learns which clause holds it
+_CLAUSE_WORDS = {
+    TokenType.SELECT,
+    TokenType.FROM,
+    TokenType.WHERE,
+    TokenType.GROUP_BY,
+    TokenType.HAVING,
+    TokenType.ORDER_BY,
+    TokenType.LIMIT,
+    TokenType.ON,
+    TokenType.USING,
+}
+
+
+def is_from_item(tokens: list[Token], open_index: int) -> bool:
+    """Whether the parenthesis at `open_index` opens a derived table of a FROM clause (after
+    FROM, a join word, or a comma of the FROM clause) rather than an expression."""
+    if not open_index:
+        return False
+    before = tokens[open_index - 1].kind
+    if before in (TokenType.FROM, *JOIN_WORDS, *OUTER_WORDS):
+        return True
+    if before != TokenType.COMMA:
+        return False
+    depths = depth_walk(tokens)
+    depth = depths[open_index]
+    for index in range(open_index - 1, -1, -1):
+        if depths[index] < depth:
+            return False  # inside an argument list or an IN list
+        if depths[index] == depth and tokens[index].kind in _CLAUSE_WORDS:
+            return tokens[index].kind in (TokenType.FROM, TokenType.ON, TokenType.USING)
+    return False
+
+
 # -- FROM items --------------------------------------------------------------------
 def read_from_items(sql: str, tokens: list[Token], check: bool) -> list[FromItem]:
     """Cut a FROM clause into its items (depth 0), with their join words and constraints."""

@@ -12,7 +12,6 @@ Pipeline (each step small, in the spirit of sqlglot's optimizer passes):
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,6 +26,7 @@ from matview.from_clause import ColumnRef, FromClause, read_from_clause
 from matview.inline import inline_query
 from matview.keys import check_collation
 from matview.names import fold, quote
+from matview.partition import reach_filter
 from matview.plan import WEIGHT, AggSpec, OutputColumn, Plan, PostColumn, Template
 from matview.schema import Column, TableInfo, has_one_variant, image_keys
 from matview.sqltext import (
@@ -40,7 +40,6 @@ from matview.sqltext import (
     parse_sqlite,
     splice,
     split_clauses,
-    split_conjuncts,
     split_top_level,
     tokenize,
 )
@@ -427,43 +426,6 @@ def _is_cast(tokens: tuple[Token, ...]) -> bool:
     )
 
 
-#: functions that never raise an error, whatever row they see: a reach query evaluates its
-#: filter on rows the SELECT may never evaluate it on (`Plan.reach_filter`)
-_NEVER_FAILING = {
-    "coalesce", "ifnull", "nullif", "iif", "lower", "upper", "length", "substr", "substring", "trim",
-    "ltrim", "rtrim", "typeof", "instr", "date", "time", "datetime", "julianday", "strftime", "like",
-    "glob", "cast", "replace", "hex", "quote",
-}  # fmt: skip
-
-
-def _reach_filter(where: str) -> str:
-    """The WHERE's top-level conjuncts that hold no subquery and call no function that may
-    raise an error (`Plan.reach_filter`)."""
-    kept = [
-        c.text
-        for c in split_conjuncts(where, tokenize(where))
-        if c.tokens and not has_subquery(c.text) and _never_fails(c.tokens)
-    ]
-    return " AND ".join(f"({text})" for text in kept)
-
-
-def _never_fails(tokens: tuple[Token, ...]) -> bool:
-    """No call of a function that may raise, and no `schema.table.column` (a reach query may
-    read a delta in the table's place, under its alias only)."""
-    calls_safe = all(
-        nxt.kind != TokenType.L_PAREN or not token.is_name or token.text.lower() in _NEVER_FAILING
-        for token, nxt in itertools.pairwise(tokens)
-    )
-    return calls_safe and not _three_part_name(tokens)
-
-
-def _three_part_name(tokens: tuple[Token, ...]) -> bool:
-    return any(
-        a.is_name and b.kind == TokenType.DOT and c.is_name and d.kind == TokenType.DOT
-        for a, b, c, d in zip(tokens, tokens[1:], tokens[2:], tokens[3:])
-    )
-
-
 def build_plan(
     conn: apsw.Connection,
     sql: str,
@@ -529,7 +491,7 @@ def build_plan(
         full_key=_row_key(source.occurrences[1].table) if source.outer_kind == "FULL" else (),
         root_recompute=source.root_recompute,
         from_template=source.template if source.root_recompute else (),
-        reach_filter=_reach_filter(where),
+        reach_filter=reach_filter(where),
         image_keys=image_keys([o.table for o in source.occurrences]),
         inner_from=not source.outer_kind and not source.root_recompute,
         kind="rows",

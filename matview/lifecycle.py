@@ -26,7 +26,7 @@ from matview.nodes import NODE_PREFIX, extract_nodes
 from matview.plan import OutputColumn
 from matview.registry import Registry, View
 from matview.schema import affinity, read_table, table_kind
-from matview.state import StateStore, create_state_tables
+from matview.state import StateStore, clear_state_tables, create_state_tables
 from matview.viewstore import ViewTable
 
 MAINTENANCE_MODES = ("immediate", "deferred")
@@ -314,8 +314,7 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View, populate: Po
     if table_kind(conn, names.view_table(view.name)) is None:
         view.table.create(conn)
     conn.execute(f"DELETE FROM {view.table.table}")
-    conn.execute(f"DELETE FROM {quote(names.state_table(view.name))}")
-    conn.execute(f"DELETE FROM {quote(names.ordered_state_table(view.name))}")
+    clear_state_tables(conn, view.name)
     catalog.update_plan(conn, view.name, plan)
     registry.evaluator.forget(view.name)
     entry = ViewEntry(view.name, view.entry.sql, plan, view.entry.maintenance, view.entry.base_tables)

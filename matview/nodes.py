@@ -24,7 +24,7 @@ import apsw
 from sqlglot.tokens import TokenType
 
 from matview.errors import Error
-from matview.from_items import OUTER_WORDS, Cte, FromItem, read_from_items, read_with, view_parts
+from matview.from_items import OUTER_WORDS, Cte, FromItem, is_from_item, read_from_items, read_with, view_parts
 from matview.names import PREFIX, fold, quote
 from matview.schema import view_sql
 from matview.sqltext import (
@@ -36,7 +36,6 @@ from matview.sqltext import (
     split_clauses,
     tokenize,
 )
-from matview.subquery_values import is_from_item
 from matview.validate import probe_columns
 
 NODE_PREFIX = f"{PREFIX}node_"

@@ -18,6 +18,7 @@ only the work.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -30,8 +31,9 @@ from matview.from_items import JOIN_WORDS, OUTER_WORDS
 from matview.keys import row_key, row_of
 from matview.names import quote
 from matview.plan import Plan, Template, render
-from matview.sqltext import depth_walk, has_where_clause, tokenize
+from matview.sqltext import Token, depth_walk, has_where_clause, split_conjuncts, tokenize
 from matview.state import StateStore
+from matview.subqueries import has_subquery
 from matview.zset import ZSet
 
 if TYPE_CHECKING:
@@ -111,6 +113,43 @@ def _state(terms: DeltaTerms, table: str, new: bool, applied: bool) -> str:
     if new:
         return f"main.{quote(table)}"
     return true_old_source(terms, terms.tables.index(table), table)
+
+
+#: functions that never raise an error, whatever row they see: a reach query evaluates its
+#: filter on rows the SELECT may never evaluate it on (`Plan.reach_filter`)
+_NEVER_FAILING = {
+    "coalesce", "ifnull", "nullif", "iif", "lower", "upper", "length", "substr", "substring", "trim",
+    "ltrim", "rtrim", "typeof", "instr", "date", "time", "datetime", "julianday", "strftime", "like",
+    "glob", "cast", "replace", "hex", "quote",
+}  # fmt: skip
+
+
+def reach_filter(where: str) -> str:
+    """The WHERE's top-level conjuncts that hold no subquery and call no function that may
+    raise an error (`Plan.reach_filter`)."""
+    kept = [
+        c.text
+        for c in split_conjuncts(where, tokenize(where))
+        if c.tokens and not has_subquery(c.text) and _never_fails(c.tokens)
+    ]
+    return " AND ".join(f"({text})" for text in kept)
+
+
+def _never_fails(tokens: tuple[Token, ...]) -> bool:
+    """No call of a function that may raise, and no `schema.table.column` (a reach query may
+    read a delta in the table's place, under its alias only)."""
+    calls_safe = all(
+        nxt.kind != TokenType.L_PAREN or not token.is_name or token.text.lower() in _NEVER_FAILING
+        for token, nxt in itertools.pairwise(tokens)
+    )
+    return calls_safe and not _three_part_name(tokens)
+
+
+def _three_part_name(tokens: tuple[Token, ...]) -> bool:
+    return any(
+        a.is_name and b.kind == TokenType.DOT and c.is_name and d.kind == TokenType.DOT
+        for a, b, c, d in zip(tokens, tokens[1:], tokens[2:], tokens[3:])
+    )
 
 
 def root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool = True) -> tuple[str | None, str]:

@@ -22,7 +22,7 @@ from matview import names
 from matview.db import scalar
 from matview.names import fold, quote
 from matview.schema import ROWID_NAMES
-from matview.state import StateStore
+from matview.state import StateStore, clear_state_tables
 from matview.viewstore import ROW_KEY_FUNCTION
 from matview.zset import ZSet
 
@@ -43,8 +43,8 @@ def _table_rows(conn: apsw.Connection, table: str) -> int:
     if free:
         try:
             found = scalar(conn, f"SELECT max({free[0]}) FROM main.{quote(table)}")
-        except apsw.SQLError:  # WITHOUT ROWID
-            found = None
+        except apsw.SQLError:  # WITHOUT ROWID: counted below
+            pass
     if not isinstance(found, int):
         found = scalar(conn, f"SELECT count(*) FROM main.{quote(table)}")
     return max(int(found or 0), 0)
@@ -74,8 +74,7 @@ def recomputed_delta(conn: apsw.Connection, view: View, store: StateStore) -> ZS
     """ΔV = V_new − V_stored, V_new evaluated from the base tables as they stand now; the
     view's operator state is rebuilt into `store` (which must hold nothing buffered) on the way.
     Inside the fold's savepoint: the state tables are emptied here."""
-    conn.execute(f"DELETE FROM {quote(names.state_table(view.name))}")
-    conn.execute(f"DELETE FROM {quote(names.ordered_state_table(view.name))}")
+    clear_state_tables(conn, view.name)
     fresh = view.circuit.populate(conn, store)
     if fresh is None:  # a view SQLite computes straight into its table at CREATE: its rows, counted
         width = len(view.entry.plan.columns)

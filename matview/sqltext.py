@@ -149,6 +149,8 @@ def split_conjuncts(sql: str, tokens: Sequence[Token]) -> list[Span]:
             cases -= 1
         elif top and token.kind == TokenType.BETWEEN:
             betweens += 1
+        elif top and token.kind == TokenType.OR:
+            return [Span(sql, tuple(tokens))]
         if top and token.kind == TokenType.AND:
             if betweens:
                 betweens -= 1
@@ -158,21 +160,7 @@ def split_conjuncts(sql: str, tokens: Sequence[Token]) -> list[Span]:
                 continue
         current.append(token)
     parts.append(Span(sql, tuple(current)))
-    if any(_has_top_level_or(part.tokens) for part in parts):
-        return [Span(sql, tuple(tokens))]
     return parts
-
-
-def _has_top_level_or(tokens: Sequence[Token]) -> bool:
-    cases = 0
-    for token, depth in zip(tokens, depth_walk(tokens)):
-        if depth == 0 and token.kind == TokenType.CASE:
-            cases += 1
-        elif depth == 0 and token.kind == TokenType.END and cases:
-            cases -= 1
-        elif depth == 0 and cases == 0 and token.kind == TokenType.OR:
-            return True
-    return False
 
 
 @dataclass(frozen=True)

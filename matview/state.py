@@ -245,3 +245,9 @@ def create_state_tables(conn: apsw.Connection, view: str, if_missing: bool = Fal
         "ord NOT NULL, kind INTEGER NOT NULL, value, weight INTEGER NOT NULL, "
         "PRIMARY KEY (operator_id, key, ord, kind)) WITHOUT ROWID"
     )
+
+
+def clear_state_tables(conn: apsw.Connection, view: str) -> None:
+    """Empty the view's two state tables (a rebuild fills them again, as CREATE does)."""
+    conn.execute(f"DELETE FROM {quote(names.state_table(view))}")
+    conn.execute(f"DELETE FROM {quote(names.ordered_state_table(view))}")

@@ -18,11 +18,10 @@ import apsw
 from sqlglot.tokens import TokenType
 
 from matview.errors import UnsupportedQuery
-from matview.from_items import Cte, names_in_from, read_from_items, read_with, view_parts
+from matview.from_items import Cte, is_from_item, names_in_from, read_from_items, read_with, view_parts
 from matview.inline import plain_view_sql
 from matview.names import fold, quote
 from matview.sqltext import depth_walk, matching_paren, splice, tokenize
-from matview.subquery_values import is_from_item
 
 _MAX_ROUNDS = 32  # CTEs and views nested deeper than this inside a subquery are refused
 

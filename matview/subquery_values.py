@@ -16,7 +16,7 @@ import apsw
 from sqlglot.tokens import TokenType
 
 from matview.errors import UnsupportedQuery
-from matview.from_items import JOIN_WORDS, OUTER_WORDS, FromItem, read_from_items
+from matview.from_items import FromItem, is_from_item, read_from_items
 from matview.names import fold
 from matview.schema import Column, TableInfo, affinity, has_one_variant
 from matview.sqltext import (
@@ -101,40 +101,6 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
         f"scalar subquery ({excerpt(body)}) may return several rows, and SQLite takes the first in an unspecified "
         "order; aggregate it (max(), min(), count()) or look it up by INTEGER PRIMARY KEY"
     )
-
-
-#: clause keywords: where a walk back from a parenthesis learns which clause holds it
-_CLAUSE_WORDS = {
-    TokenType.SELECT,
-    TokenType.FROM,
-    TokenType.WHERE,
-    TokenType.GROUP_BY,
-    TokenType.HAVING,
-    TokenType.ORDER_BY,
-    TokenType.LIMIT,
-    TokenType.ON,
-    TokenType.USING,
-}
-
-
-def is_from_item(tokens: list[Token], open_index: int) -> bool:
-    """Whether the parenthesis at `open_index` opens a derived table of a FROM clause (after
-    FROM, a join word, or a comma of the FROM clause) rather than an expression."""
-    if not open_index:
-        return False
-    before = tokens[open_index - 1].kind
-    if before in (TokenType.FROM, *JOIN_WORDS, *OUTER_WORDS):
-        return True
-    if before != TokenType.COMMA:
-        return False
-    depths = depth_walk(tokens)
-    depth = depths[open_index]
-    for index in range(open_index - 1, -1, -1):
-        if depths[index] < depth:
-            return False  # inside an argument list or an IN list
-        if depths[index] == depth and tokens[index].kind in _CLAUSE_WORDS:
-            return tokens[index].kind in (TokenType.FROM, TokenType.ON, TokenType.USING)
-    return False
 
 
 def _exact_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]) -> bool:

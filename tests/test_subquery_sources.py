@@ -1,5 +1,5 @@
 """CTEs, plain views and derived tables read inside subqueries (`matview.subquery_sources`,
-`subquery_values.is_from_item`): maintained in both modes under random multi-table writes,
+`from_items.is_from_item`): maintained in both modes under random multi-table writes,
 and the shapes that stay refused, by name."""
 
 from __future__ import annotations
@@ -57,7 +57,9 @@ VIEWS = {
         "WITH custsale AS (SELECT substr(x, 1, 1) AS code, g FROM t WHERE g IN (0, 1) AND NOT EXISTS "
         "(SELECT * FROM u WHERE u.t_id = t.id)) SELECT code, count(*), sum(g) FROM custsale GROUP BY code"
     ),
-    "node_joined": "SELECT w.name, s.k FROM w JOIN (SELECT id AS k FROM u WHERE v IN (SELECT g FROM t)) AS s ON s.k = w.u_id",
+    "node_joined": (
+        "SELECT w.name, s.k FROM w JOIN (SELECT id AS k FROM u WHERE v IN (SELECT g FROM t)) AS s ON s.k = w.u_id"
+    ),
     "aggregate_over_cte_sub": (
         "WITH big AS (SELECT t_id FROM u WHERE v > 3) "
         "SELECT g, count(*) FROM t WHERE id IN (SELECT t_id FROM big) GROUP BY g"
