@@ -24,6 +24,7 @@ from matview.fold import fold_pending_deltas, pending_count
 from matview.names import fold, quote, view_table
 from matview.nodes import is_node
 from matview.operators import aggregate_sql
+from matview.operators.exact_sums import register_exact_sums
 from matview.progress import ProgressCallback
 from matview.registry import Registry, View
 from matview.viewinfo import ViewInfo
@@ -72,6 +73,7 @@ class Connection:
             aggregate_sql.GROUP_KEY_FUNCTION, aggregate_sql.group_key_sql, -1, deterministic=True
         )
         connection.create_scalar_function(ROW_KEY_FUNCTION, row_key_sql, -1, deterministic=True)
+        register_exact_sums(connection)
         connection.create_scalar_function(upstream.UNREADABLE_FUNCTION, upstream.unreadable, 3)  # type: ignore[arg-type]
         connection.create_module("matview", Module(connection, self.registry))  # type: ignore[arg-type]
         connection.set_rollback_hook(self.registry.invalidate)

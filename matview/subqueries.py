@@ -38,7 +38,7 @@ from matview.sqltext import (
     has_where_clause,
     tokenize,
 )
-from matview.subquery_values import equalities, reads_table, refuse_unstable_value
+from matview.subquery_values import equalities, exact_sum_renames, reads_table
 from matview.upstream import describe_upstream, read_source
 
 #: clause keywords that end a subquery's FROM clause at its depth
@@ -121,7 +121,9 @@ def _split(
     reaches: list[SubqueryReach],
     probes: list[tuple[str, str, str]],
 ) -> list[str]:
-    """One literal piece of a template, cut at the table references of its subqueries."""
+    """One literal piece of a template, cut at the table references of its subqueries (their
+    sums made exact first: `exact_sum_renames`)."""
+    text = exact_sum_renames(conn, text)
     tokens = tokenize(text)
     depths = depth_walk(tokens)
     references: list[tuple[int, int, TableInfo, str, bool]] = []  # (start, end, table, alias, aliased)
@@ -159,9 +161,6 @@ def _split(
         if any(fold(tokens[i].text) in aliases for i in range(from_at, where_end) if tokens[i].is_name):
             mine = []  # its WHERE names its own select-list alias: no FROM … WHERE of its own to reach by
         selects.append((index, end, from_at, where_end, mine))
-    for index, token in enumerate(tokens[:-1]):
-        if token.kind == TokenType.L_PAREN and tokens[index + 1].kind == TokenType.SELECT:
-            refuse_unstable_value(conn, text, tokens, index)
     numbers = []
     for _start, _end, table, alias, _aliased in references:
         numbers.append(first + len(occurrences))
@@ -227,6 +226,8 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
     if source.outer_kind == "FULL":
         raise UnsupportedQuery("a subquery in a view with a FULL JOIN is not supported yet")
     stage1, extra, reaches, probes = placeholders_in_subqueries(conn, plan.stage1, len(plan.sources))
+    # a subquery of an ON condition is in both the stage-1 SQL and the FROM clause's own text
+    from_template = tuple(p if i % 2 else exact_sum_renames(conn, p) for i, p in enumerate(source.template))
     refuse_view_root(source.occurrences[0].table, "a view with a subquery")
     for occurrence in [*source.occurrences, *extra]:
         refuse_unstable_identity(occurrence.table, "a view with a subquery")
@@ -265,7 +266,7 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
         subquery_probes=tuple(dict.fromkeys(probes)),
         outer_on="",
         outer_kind=source.outer_kind or "LEFT",
-        from_template=source.template,
+        from_template=from_template,
         # a subquery in an ON condition reads its tables from the FROM clause's own text: a change
         # of one reaches every row (`circuit.DeltaTerms._root_terms`)
         subquery_reach=()

@@ -18,6 +18,7 @@ from sqlglot.tokens import TokenType
 from matview.errors import UnsupportedQuery
 from matview.from_items import FromItem, is_from_item, read_from_items
 from matview.names import fold
+from matview.operators.exact_sums import EXACT_SUMS
 from matview.schema import Column, TableInfo, affinity, has_one_variant
 from matview.sqltext import (
     SET_OPERATIONS,
@@ -52,22 +53,41 @@ _ORDER_FREE = {"count", "min", "max"}
 _SUMS = {"sum", "total", "avg"}
 
 
-def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token], open_index: int) -> None:
+def exact_sum_renames(conn: apsw.Connection, text: str) -> str:
+    """`text` with every subquery's value made independent of the order SQLite visits rows
+    (or `UnsupportedQuery`, see `refuse_unstable_value`): its SUM/TOTAL/AVG calls that may
+    add REALs call their order-free twins (`operators.exact_sums.EXACT_SUMS`)."""
+    tokens = tokenize(text)
+    renames: list[Token] = []
+    for index, token in enumerate(tokens[:-1]):
+        if token.kind == TokenType.L_PAREN and tokens[index + 1].kind == TokenType.SELECT:
+            renames += refuse_unstable_value(conn, text, tokens, index)
+    for name in sorted(set(renames), key=lambda t: t.start, reverse=True):
+        text = text[: name.start] + EXACT_SUMS[name.text.lower()] + text[name.end :]
+    return text
+
+
+def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token], open_index: int) -> list[Token]:
     """A subquery's value must not depend on the order SQLite visits rows: a delta term
     evaluates it over other sources (a table's old state) and must reproduce, bit for bit,
     the value computed when the row was stored. Refused: GROUP_CONCAT and other ordered
-    aggregates; SUM/TOTAL/AVG of columns that may hold REALs (their rounding follows the
-    order: only an INTEGER PRIMARY KEY or an INTEGER column of a STRICT table is safe);
-    MIN/MAX, DISTINCT, GROUP BY and UNION/INTERSECT/EXCEPT where equal values can differ
-    (which one is kept follows the order); a scalar subquery that may return several rows
-    (SQLite takes the first)."""
+    aggregates; MIN/MAX, DISTINCT, GROUP BY and UNION/INTERSECT/EXCEPT where equal values can
+    differ (which one is kept follows the order); a scalar subquery that may return several
+    rows (SQLite takes the first). SUM/TOTAL/AVG of values that may be REAL round in scan
+    order: returned are their name tokens (offsets in `text`), to call the exact sums instead
+    — all but sums of an INTEGER PRIMARY KEY or an INTEGER column of a STRICT table."""
     close = matching_paren(tokens, open_index)
-    body = text[tokens[open_index + 1].start : tokens[close - 1].end]
+    base = tokens[open_index + 1].start
+    body = text[base : tokens[close - 1].end]
     inner = tokenize(body)
     clauses = split_clauses(body, inner)
     items = [span for span in split_top_level(body, clauses.select.tokens) if span]
     tables = [i for i in read_from_items(body, list(clauses.from_.tokens), check=True) if i.name is not None]
-    calls = find_aggregate_calls(body, clauses.select.tokens) + find_aggregate_calls(body, clauses.having.tokens)
+    calls = [
+        (call, span.tokens[call.first])
+        for span in (clauses.select, clauses.having)
+        for call in find_aggregate_calls(body, span.tokens)
+    ]
     depths = depth_walk(inner)
     for index, (token, d) in enumerate(zip(inner, depths)):
         after = inner[index + 1].kind if index + 1 < len(inner) else None
@@ -77,26 +97,31 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
                 f"{token.text.upper()} inside a subquery: which of equal values (1 and 1.0, 'a' and 'A' under "
                 "NOCASE) it keeps depends on the order SQLite scans the rows; not supported yet"
             )
-    for call in calls:
+    renames = []
+    for call, name in calls:
         if call.name == "count" or (call.name in _ORDER_FREE and _exact_column(conn, call.args[0].tokens, tables)):
             continue
-        if call.name in _SUMS and len(call.args) == 1 and _integer_column(conn, call.args[0].tokens, tables):
-            continue
+        if call.name in _SUMS and len(call.args) == 1:
+            if _integer_column(conn, call.args[0].tokens, tables):
+                continue  # SQLite's own integer sum is exact
+            if not call.distinct or _exact_column(conn, call.args[0].tokens, tables):
+                # (DISTINCT keeps one of 1 and 1.0 in scan order: the sum's type would follow it)
+                renames.append(Token(name.kind, name.text, base + name.start, base + name.end))
+                continue
         raise UnsupportedQuery(
             f"{call.name}() inside a subquery: its value depends on the order SQLite scans the rows "
-            "(COUNT, MIN/MAX of a typed BINARY column, SUM/TOTAL/AVG of an INTEGER PRIMARY KEY or of an "
-            "INTEGER column of a STRICT table are supported there)"
+            "(COUNT, SUM/TOTAL/AVG, and MIN/MAX or DISTINCT sums of a typed BINARY column are supported there)"
         )
     if calls and not clauses.group:
-        _refuse_bare_columns(body, clauses, calls)
+        _refuse_bare_columns(body, clauses, [call for call, _ in calls])
     before = tokens[open_index - 1].kind if open_index else None
     if before in (TokenType.IN, TokenType.EXISTS) or is_from_item(tokens, open_index):
-        return  # a set (or a derived table, a bag): the order of its rows does not matter
+        return renames  # a set (or a derived table, a bag): the order of its rows does not matter
     compound = any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(inner, depths))
     # an aggregate without GROUP BY is one row (bare columns are refused above); so is no FROM
     one_row = not clauses.group and not compound and (bool(calls) or not clauses.from_) and bool(items)
     if one_row or (not compound and not clauses.group and _unique_lookup(conn, body, clauses, tables)):
-        return
+        return renames
     raise UnsupportedQuery(
         f"scalar subquery ({excerpt(body)}) may return several rows, and SQLite takes the first in an unspecified "
         "order; aggregate it (max(), min(), count()) or look it up by INTEGER PRIMARY KEY"
@@ -119,6 +144,9 @@ def _refuse_bare_columns(body: str, clauses: Clauses, calls: list[AggregateCall]
             continue
         if index + 1 < len(toks) and toks[index + 1].kind in (TokenType.L_PAREN, TokenType.DOT):
             continue  # a function's name, or a table's before its column
+        after = toks[index + 1].kind if index + 1 < len(toks) else TokenType.COMMA
+        if index and (toks[index - 1].kind == TokenType.ALIAS or (index - 1 in covered and after == TokenType.COMMA)):
+            continue  # an item's alias (`sum(x) AS s`, `sum(x) s`)
         raise UnsupportedQuery(
             f"column {token.text} outside the aggregates of an aggregating subquery: SQLite takes it from an "
             "arbitrary row"

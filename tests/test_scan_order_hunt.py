@@ -14,7 +14,8 @@ sqlite_stat1 changed. The hunt broke the premise four ways, each a wrong result:
 3. Rows written into sqlite_stat1 by hand take effect only when the schema is re-read.
 4. `PRAGMA reverse_unordered_selects` and `PRAGMA automatic_index` are per-connection plan inputs.
 
-So these shapes are refused at CREATE (the reverted change and its tests: git history)."""
+So these shapes are refused at CREATE (the reverted change and its tests: git history). REAL
+sums are maintained since with order-free exact sums (tests/test_exact_subquery_sums.py)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,6 @@ ORDER_DEPENDENT = {
     "first_row_eq": "SELECT id, (SELECT title FROM posts WHERE q = users.k) AS t FROM users",
     "first_row_two_indexes": "SELECT id, (SELECT title FROM posts WHERE a = 1 AND b = 2) AS t FROM users",
     "group_concat": "SELECT id, (SELECT group_concat(title) FROM posts WHERE q IS users.k) FROM users",
-    "real_avg": "SELECT id FROM users WHERE k > (SELECT avg(w) FROM posts WHERE posts.user_id = users.id)",
     "limit": "SELECT id FROM users WHERE id IN (SELECT user_id FROM posts ORDER BY w LIMIT 2)",
     "nocase_distinct": "SELECT id, name IN (SELECT DISTINCT title FROM posts) FROM users",
     "nocase_max": "SELECT id, (SELECT max(title) FROM posts WHERE user_id = users.id) FROM users",
