@@ -68,7 +68,7 @@ def test_split_adds_what_the_per_row_path_adds(seed: int) -> None:
         handled = real_sums.add_real_sums(
             conn, "SELECT * FROM s", (), ['"__c0"'], '"__c1"', "", lambda values, got=got: got[values[0]]
         )
-        assert handled
+        assert handled is not None
         remaining = real_sums.REMAINING.format(v='"__c1"')
         for group, value, weight in conn.execute(f'SELECT "__c0", "__c1", "__w" FROM s WHERE {remaining}'):
             SumState.add(got[group], value, weight)

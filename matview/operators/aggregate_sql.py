@@ -99,7 +99,7 @@ def sql_step(
     touched: dict[bytes, list[Any]] = {}
     if not plan.has_group_by:
         touched[aggregate.empty_key] = aggregate.load(store, aggregate.empty_key, ())
-    reals: list[int] = []
+    reals: dict[int, Any] = {}  # per sum with non-integer arguments: how many rows have one
     for row in partials:
         values = row[:k]
         key = group_key(values, plan.group_collations) if k else aggregate.empty_key
@@ -117,7 +117,7 @@ def sql_step(
                 positive, negative = sums[0] - sums[1], sums[2] - sums[3]
                 SumState.add_integer_partials(group[slot], row[at] or 0, positive + negative, positive, negative)
                 if row[at + 5]:
-                    reals.append(index)
+                    reals[index] = reals.get(index, 0) + row[at + 5]
             else:
                 inserted, deleted = row[at], row[at + 1]
                 cached, was_stale = group[slot]
@@ -133,8 +133,8 @@ def sql_step(
                     and (cached is None or _strictly_better(inserted, cached, spec.func == "max"))
                 ):
                     group[slot] = [inserted, False]
-    for index in sorted(set(reals)):
-        _add_non_integer_terms(aggregate, conn, source, params, index, touched)
+    for index, rows in sorted(reals.items()):
+        _add_non_integer_terms(aggregate, conn, source, params, index, rows, touched)
     for index, spec in enumerate(plan.aggs):
         if spec.func in ("min", "max"):
             _update_ordered(conn, store, source, params, index, spec.arg, spec.filter, k)
@@ -147,10 +147,11 @@ def _add_non_integer_terms(
     source: str,
     params: Any,
     index: int,
+    rows: int,
     touched: dict[bytes, list[Any]],
 ) -> None:
-    """Exact sums of REAL and TEXT arguments: REALs set at a time where SQLite splits them
-    exactly (`real_sums`), the other rows visited in Python."""
+    """Exact sums of REAL and TEXT arguments (`rows` of them): REALs set at a time where SQLite
+    splits them exactly (`real_sums`), the other rows visited in Python."""
     plan, k = aggregate.plan, aggregate.k
     spec = plan.aggs[index]
     arg = _column(spec.arg)  # type: ignore[arg-type]
@@ -162,11 +163,13 @@ def _add_non_integer_terms(
         return touched[key][3 + index]  # type: ignore[no-any-return]
 
     handled = real_sums.add_real_sums(conn, source, params, group_columns, arg, condition, accumulator_of)
-    rows = real_sums.REMAINING if handled else "typeof({v}) NOT IN ('integer', 'null')"
+    if handled == rows:
+        return
+    remaining = real_sums.REMAINING if handled is not None else "typeof({v}) NOT IN ('integer', 'null')"
     groups = "".join(f"{g}, " for g in group_columns)
     coerce = aggregate.accumulators[index].coerce
     for row in conn.execute(
-        f'SELECT {groups}{arg}, "__w" FROM ({source}) WHERE {rows.format(v=arg)}{condition}',
+        f'SELECT {groups}{arg}, "__w" FROM ({source}) WHERE {remaining.format(v=arg)}{condition}',
         params,
     ):
         value = row[k]

@@ -33,7 +33,8 @@ _HALF = 28  # bits of m's low half
 
 
 def _buckets_sql(source: str, groups: list[str], arg: str, condition: str) -> str:
-    """Per group, sign and exponent: Σw, Σw·high(m), Σw·low(m), and whether every m was exact.
+    """Per group, sign and exponent: Σw, Σw·high(m), Σw·low(m), whether every m was exact, and
+    the number of rows.
     The exponent is NULL for ±Inf and ±0.0 (whose sign is 0). `LIMIT -1` keeps SQLite from
     flattening the subqueries, which would evaluate the split once per use instead of once."""
     listed = "".join(f"{g}, " for g in groups)
@@ -46,7 +47,7 @@ def _buckets_sql(source: str, groups: list[str], arg: str, condition: str) -> st
     exact = "CAST(m AS INTEGER)"
     return (
         f"SELECT {listed}sg, s, sum(w), sum(w * ({exact} >> {_HALF})), sum(w * ({exact} & {(1 << _HALF) - 1})), "
-        f"min({exact} = m) FROM ({split}) GROUP BY {listed}sg, s"
+        f"min({exact} = m), count(*) FROM ({split}) GROUP BY {listed}sg, s"
     )
 
 
@@ -58,18 +59,19 @@ def add_real_sums(
     arg: str,
     condition: str,
     accumulator_of: Callable[[tuple[Any, ...]], list[Any]],
-) -> bool:
+) -> int | None:
     """Add the REAL arguments `HANDLED` (column `arg` of `source`, rows passing `condition`, an
-    SQL ` AND …` or "") to the sums `accumulator_of(group values)` returns. False, with nothing
-    added, when SQLite could not split them exactly (the caller visits those rows itself)."""
+    SQL ` AND …` or "") to the sums `accumulator_of(group values)` returns, and say how many
+    rows it added. None, with nothing added, when SQLite could not split them exactly (the
+    caller visits those rows itself)."""
     try:
         buckets: list[tuple[Any, ...]] = conn.execute(_buckets_sql(source, groups, arg, condition), params).fetchall()
     except apsw.SQLError:
-        return False  # an overflowing bucket sum, or a SQLite without math functions
-    if any(row[-1] != 1 for row in buckets):
-        return False
+        return None  # an overflowing bucket sum, or a SQLite without math functions
+    if any(row[-2] != 1 for row in buckets):
+        return None
     k = len(groups)
     for row in buckets:
         sign, exponent, count, high, low = row[k : k + 5]
         SumState.add_real_partials(accumulator_of(row[:k]), count, sign, exponent, (high << _HALF) + low)
-    return True
+    return sum(row[-1] for row in buckets)
