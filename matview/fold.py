@@ -14,6 +14,7 @@ upstream views got in the same fold, upstream first (see `matview.upstream`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import apsw
@@ -27,17 +28,23 @@ from matview.state import StateStore
 from matview.zset import ZSet
 
 
-def pending_ranges(conn: apsw.Connection, view: View) -> list[tuple[str, int, int]]:
-    """(table, lo, hi) for each base table with deltas lo < seq <= hi not yet folded into `view`
-    (one statement for all of its tables: this runs at every commit)."""
-    tables = view.entry.base_tables
-    parts = " UNION ALL ".join(
+@functools.lru_cache(maxsize=256)
+def _pending_sql(tables: tuple[str, ...]) -> str:
+    """The statement of `pending_ranges` for a view reading `tables` (built once: it runs at
+    every commit, and the same text lets apsw reuse its prepared statement)."""
+    return " UNION ALL ".join(
         f"SELECT {number}, (SELECT seq FROM {quote(names.PROGRESS)} WHERE view = ?1 AND base_table = ?{number + 2}), "
         f"(SELECT max({quote(names.SEQ)}) FROM {quote(names.delta_table(table))})"
         for number, table in enumerate(tables)
     )
+
+
+def pending_ranges(conn: apsw.Connection, view: View) -> list[tuple[str, int, int]]:
+    """(table, lo, hi) for each base table with deltas lo < seq <= hi not yet folded into `view`
+    (one statement for all of its tables: this runs at every commit)."""
+    tables = view.entry.base_tables
     ranges = []
-    for number, lo, hi in conn.execute(parts, (view.name, *tables)):
+    for number, lo, hi in conn.execute(_pending_sql(tuple(tables)), (view.name, *tables)):
         lo = lo or 0
         if hi is not None and hi > lo:
             ranges.append((tables[number], lo, hi))

@@ -112,6 +112,24 @@ class SumState:
         acc[7] += negative
 
     @classmethod
+    def add_real_partials(cls, acc: list[Any], count: int, sign: int, exponent: int | None, mantissa: int) -> None:
+        """Add REAL terms summed by SQL (`real_sums`): their weighted count, and Σ w·|v| =
+        `mantissa`·2**`exponent` of terms of one `sign` (±Inf: exponent None; ±0.0: sign 0)."""
+        cls._widen(acc)
+        acc[0] += count
+        acc[1] += count
+        if sign == 0:
+            return
+        if exponent is None:
+            acc[4 if sign > 0 else 5] += count
+            return
+        scaled = mantissa << (exponent + _SCALE)
+        if sign < 0:
+            scaled = -scaled
+        acc[3] += scaled
+        acc[8 if sign > 0 else 9] += scaled
+
+    @classmethod
     def merge(cls, a: list[Any], b: list[Any]) -> list[Any]:
         """The state of two disjoint bags of rows together: every entry is linear."""
         cls._widen(a)

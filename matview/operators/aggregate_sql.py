@@ -12,12 +12,14 @@ MAX; real and text arguments of sums are added exactly in Python) and BINARY gro
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import apsw
 
 from matview.keys import group_key
 from matview.names import quote
+from matview.operators import real_sums
 from matview.operators.accumulators import SumState, _strictly_better
 from matview.state import STORAGE_KIND_SQL, StateStore
 from matview.zset import ZSet
@@ -29,8 +31,14 @@ GROUP_KEY_FUNCTION = "__dbsp_group_key"
 _SQL_FUNCS = {"count", "sum", "total", "avg", "min", "max"}
 
 
+@functools.lru_cache(maxsize=4096)
 def group_key_sql(*values: Any) -> bytes:
-    """SQL function: the group key of BINARY-collated group values (as `keys.group_key`)."""
+    """SQL function: the group key of BINARY-collated group values (as `keys.group_key`).
+
+    SQLite calls it once per row of a set-at-a-time statement, and rows repeat their group's
+    values, so recent keys are kept. Values Python calls equal (`1`, `1.0`, `-0.0`, `0`)
+    are exactly those SQLite's BINARY comparison calls equal, and those have one group key:
+    a cached key is the key of every value that finds it."""
     return group_key(values, ("BINARY",) * len(values))
 
 
@@ -88,11 +96,10 @@ def sql_step(
     if any(row[-1] not in (None, 1) for row in partials):
         return None
 
-    is_fold = isinstance(params, dict)  # folds bind lo/hi; CREATE reads the base table
     touched: dict[bytes, list[Any]] = {}
     if not plan.has_group_by:
         touched[aggregate.empty_key] = aggregate.load(store, aggregate.empty_key, ())
-    reals: list[int] = []
+    reals: dict[int, Any] = {}  # per sum with non-integer arguments: how many rows have one
     for row in partials:
         values = row[:k]
         key = group_key(values, plan.group_collations) if k else aggregate.empty_key
@@ -110,13 +117,15 @@ def sql_step(
                 positive, negative = sums[0] - sums[1], sums[2] - sums[3]
                 SumState.add_integer_partials(group[slot], row[at] or 0, positive + negative, positive, negative)
                 if row[at + 5]:
-                    reals.append(index)
+                    reals[index] = reals.get(index, 0) + row[at + 5]
             else:
                 inserted, deleted = row[at], row[at + 1]
                 cached, was_stale = group[slot]
-                if deleted is not None or is_fold:
-                    # A fold's delta may delete the extreme, or a value it inserted itself:
-                    # re-seek in the ordered state once it is updated below. CREATE only inserts.
+                if deleted is not None:
+                    # The delta deletes a value, maybe the extreme or a value it inserted itself:
+                    # re-seek in the ordered state once it is updated below. A group's delta
+                    # that only inserts (CREATE's, most folds' of new rows) moves the extreme
+                    # only to a better inserted value, as the per-row path (`Accumulator.update`).
                     group[slot] = [None, True]
                 elif (
                     inserted is not None
@@ -124,8 +133,8 @@ def sql_step(
                     and (cached is None or _strictly_better(inserted, cached, spec.func == "max"))
                 ):
                     group[slot] = [inserted, False]
-    for index in sorted(set(reals)):
-        _add_non_integer_terms(aggregate, conn, source, params, index, touched, store)
+    for index, rows in sorted(reals.items()):
+        _add_non_integer_terms(aggregate, conn, source, params, index, rows, touched)
     for index, spec in enumerate(plan.aggs):
         if spec.func in ("min", "max"):
             _update_ordered(conn, store, source, params, index, spec.arg, spec.filter, k)
@@ -138,25 +147,34 @@ def _add_non_integer_terms(
     source: str,
     params: Any,
     index: int,
+    rows: int,
     touched: dict[bytes, list[Any]],
-    store: StateStore,
 ) -> None:
-    """Exact sums need Python for REAL and TEXT arguments: visit just those rows."""
+    """Exact sums of REAL and TEXT arguments (`rows` of them): REALs set at a time where SQLite
+    splits them exactly (`real_sums`), the other rows visited in Python."""
     plan, k = aggregate.plan, aggregate.k
     spec = plan.aggs[index]
     arg = _column(spec.arg)  # type: ignore[arg-type]
     condition = f" AND {_column(spec.filter)}" if spec.filter is not None else ""
-    groups = "".join(f"{_column(i)}, " for i in range(k))
+    group_columns = [_column(i) for i in range(k)]
+
+    def accumulator_of(values: tuple[Any, ...]) -> list[Any]:
+        key = group_key(values, plan.group_collations) if k else aggregate.empty_key
+        return touched[key][3 + index]  # type: ignore[no-any-return]
+
+    handled = real_sums.add_real_sums(conn, source, params, group_columns, arg, condition, accumulator_of)
+    if handled == rows:
+        return
+    remaining = real_sums.REMAINING if handled is not None else "typeof({v}) NOT IN ('integer', 'null')"
+    groups = "".join(f"{g}, " for g in group_columns)
     coerce = aggregate.accumulators[index].coerce
     for row in conn.execute(
-        f"SELECT {groups}{arg}, \"__w\" FROM ({source}) WHERE typeof({arg}) NOT IN ('integer', 'null'){condition}",
+        f'SELECT {groups}{arg}, "__w" FROM ({source}) WHERE {remaining.format(v=arg)}{condition}',
         params,
     ):
-        key = group_key(row[:k], plan.group_collations) if k else aggregate.empty_key
         value = row[k]
-        acc = touched[key][3 + index]
         # SumState.add counts the value in n itself; the GROUP BY counted only integers
-        SumState.add(acc, value if isinstance(value, float) else coerce(value), row[k + 1])
+        SumState.add(accumulator_of(row[:k]), value if isinstance(value, float) else coerce(value), row[k + 1])
 
 
 def _update_ordered(
