@@ -333,3 +333,39 @@ def test_cli(spark: Any, tmp_path: Path, capsys: Any) -> None:
     captured = capsys.readouterr()
     assert "expected NAME=VALUE" in captured.err  # errors go to stderr (see matview.cli)
     assert matview.connect(db).view("v").verify()
+
+
+def test_existing_tables_with_index_and_generated_column(spark: Any, tmp_path: Path) -> None:
+    """The driver copies part files whole (``INSERT … SELECT *``, SQLite's record transfer) only
+    into a table whose columns are all stored and listed; rowids come out 1..n either way."""
+    uri = write_orders(tmp_path / "o", files=2, n=600)
+    db = str(tmp_path / "x.db")
+    conn = apsw.Connection(db)
+    conn.execute(
+        "CREATE TABLE orders (id INTEGER, g INTEGER, cust INTEGER, price REAL, qty INTEGER, status TEXT, paid INTEGER)"
+    )
+    conn.execute("CREATE INDEX orders_g ON orders (g, price)")
+    conn.close()
+    views = {"by_g": "SELECT g, count(*) AS n, sum(price) AS s, min(price) AS lo FROM orders GROUP BY g"}
+    backfill(spark, db, {"orders": uri}, views=list(views.items()))
+    conn = apsw.Connection(db)
+    assert conn.execute("SELECT count(*), min(rowid), max(rowid) FROM orders").fetchone() == (1200, 1, 1200)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    twin = str(tmp_path / "twin.db")
+    local_twin(db, twin, ["orders"], views)
+    assert_same_state(db, twin, list(views))
+
+    generated = str(tmp_path / "gen.db")
+    conn = apsw.Connection(generated)
+    conn.execute(
+        "CREATE TABLE orders (id INTEGER, g INTEGER, cust INTEGER, price REAL, qty INTEGER, status TEXT, "
+        "paid INTEGER, amount REAL GENERATED ALWAYS AS (price * qty) STORED)"
+    )
+    conn.close()
+    backfill(
+        spark, generated, {"orders": uri}, views=[("amounts", "SELECT g, sum(amount) AS a FROM orders GROUP BY g")]
+    )
+    conn = apsw.Connection(generated)
+    assert conn.execute("SELECT count(*) FROM orders WHERE amount IS NOT price * qty").fetchone() == (0,)
+    assert conn.execute("SELECT count(*), max(rowid) FROM orders").fetchone() == (1200, 1200)
+    assert matview.connect(generated).view("amounts").verify()

@@ -13,6 +13,8 @@ inserts through capture: the views absorb the rows as a delta when the transacti
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass, field
 
 import apsw
@@ -29,6 +31,9 @@ from matview.spark.views import ViewJob
 
 #: ATTACH slots left for part files (apsw's SQLite allows 125 attached databases)
 MAX_ATTACHED = 120
+#: the driver connection's page cache in the final transaction (KiB): a constant, so the driver's
+#: memory does not grow with the rows loaded
+WRITE_CACHE_KIB = 128 * 1024
 
 
 @dataclass
@@ -42,9 +47,11 @@ class LoadedTable:
 
 @dataclass
 class Written:
-    """What the transaction wrote, per view: (view rows, state rows, ordered-state rows)."""
+    """What the transaction wrote, per view: (view rows, state rows, ordered-state rows), and
+    the seconds spent computing the views Spark could not (the engine's CREATE on the driver)."""
 
     counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    local_seconds: float = 0.0
 
 
 def table_exists(conn: apsw.Connection, table: str) -> bool:
@@ -70,6 +77,9 @@ def commit(db: str, mode: str, loads: list[LoadedTable], jobs: list[ViewJob], me
 
     written = Written()
     try:
+        # a fixed page cache (not growing with the rows): fewer spills of the big INSERTs into
+        # the WAL mid-transaction; sorter helper threads for the sorts that remain
+        raw.execute(f"PRAGMA cache_size = -{WRITE_CACHE_KIB}; PRAGMA threads = {os.cpu_count() or 1}")
         raw.execute("BEGIN IMMEDIATE")
         try:
             registry = conn.registry
@@ -80,6 +90,7 @@ def commit(db: str, mode: str, loads: list[LoadedTable], jobs: list[ViewJob], me
             merged_aliases = [attach(p) for p in merged]
             registry.invalidate()
             for job in jobs:
+                started = time.perf_counter()
                 populate = None
                 if job.partitioned_on:
                     populate = merged_populate(merged_aliases, loaded[job.partitioned_on], job.name)
@@ -87,6 +98,8 @@ def commit(db: str, mode: str, loads: list[LoadedTable], jobs: list[ViewJob], me
                     lifecycle.rebuild_view(raw, registry, job.name, populate)
                 else:
                     lifecycle.create_view(raw, registry, job.name, job.sql, populate=populate)
+                if not job.partitioned_on:
+                    written.local_seconds += time.perf_counter() - started
             for job in jobs:
                 written.counts[job.name] = _counts(raw, job.name)
             conn.execute("COMMIT")  # through matview: an append's deltas fold into the views first
@@ -121,8 +134,17 @@ def _load_table(raw: apsw.Connection, registry: object, mode: str, load: LoadedT
         raw.execute(f"DELETE FROM main.{table}")
     else:
         raw.execute(load.create_sql)
+    # The part files' table has this table's own DDL: with every column stored and listed,
+    # ``INSERT INTO t SELECT * FROM part.t`` is the same statement, and SQLite copies the records
+    # as they are (its transfer optimization: no decoding, no new records; rowids as the
+    # column list would give them). A table with generated or hidden columns keeps the list.
+    xinfo = list(raw.execute(f"PRAGMA main.table_xinfo({table})"))
+    whole = all(r[6] == 0 for r in xinfo) and [fold(str(r[1])) for r in xinfo] == [fold(c) for c in load.columns]
     for alias in parts:
-        raw.execute(f"INSERT INTO main.{table} ({cols}) SELECT {cols} FROM {alias}.{table}")
+        if whole:
+            raw.execute(f"INSERT INTO main.{table} SELECT * FROM {alias}.{table}")
+        else:
+            raw.execute(f"INSERT INTO main.{table} ({cols}) SELECT {cols} FROM {alias}.{table}")
     if captured:
         install_capture(raw, read_table(raw, load.table))
 

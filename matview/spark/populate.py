@@ -51,6 +51,9 @@ def merged_populate(aliases: Sequence[str], loaded: Sequence[str], view_name: st
             # the multisets of all partitions: weights summed under the ordered state's own key
             # (SQLite equality of ord, BINARY, and the storage kind), as one table would hold them
             ostate = quote(names.ordered_state_table(view.name))
+            # Each part's table is WITHOUT ROWID, so each arm is read in key order: with the
+            # ORDER BY, SQLite merges the arms (MERGE (UNION ALL)) and groups the merged stream
+            # as it comes, with no sorter (no temp B-tree over every row).
             parts = " UNION ALL ".join(
                 f"SELECT operator_id, key, ord, kind, weight FROM {alias}.{quote(names.ordered_state_table(view_name))}"
                 for alias in loaded
@@ -58,7 +61,8 @@ def merged_populate(aliases: Sequence[str], loaded: Sequence[str], view_name: st
             if parts:
                 conn.execute(
                     f"INSERT INTO {ostate} (operator_id, key, ord, kind, value, weight) "
-                    f"SELECT operator_id, key, ord, kind, NULL, sum(weight) AS w FROM ({parts}) "
+                    f"SELECT operator_id, key, ord, kind, NULL, sum(weight) AS w "
+                    f"FROM ({parts} ORDER BY operator_id, key, ord, kind) "
                     "GROUP BY operator_id, key, ord, kind HAVING w <> 0"
                 )
             groups = dict(states(conn, GROUPS_OP))
