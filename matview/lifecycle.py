@@ -21,8 +21,8 @@ from matview.fold import fold_pending_deltas
 from matview.frontend import Compiled, compile_select
 from matview.indexes import drop_unused as drop_unused_indexes
 from matview.indexes import with_indexes
-from matview.names import fold, quote
-from matview.nodes import NODE_PREFIX, extract_nodes
+from matview.names import NODE_PREFIX, fold, quote
+from matview.nodes import extract_nodes
 from matview.plan import OutputColumn
 from matview.registry import Registry, View
 from matview.schema import affinity, read_table, table_kind

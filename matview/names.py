@@ -7,6 +7,8 @@ contain quotes, spaces, unicode and keywords, so every name is quoted everywhere
 from __future__ import annotations
 
 PREFIX = "__dbsp_"
+#: internal nodes: hidden materialized views a view reads (`matview.nodes`)
+NODE_PREFIX = f"{PREFIX}node_"
 CATALOG = "__dbsp_catalog"
 META = "__dbsp_meta"
 PROGRESS = "__dbsp_progress"

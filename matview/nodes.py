@@ -11,7 +11,7 @@ text), and rewrites the reference to read that name, as a view over a view reads
 view and its nodes fold together, and are dropped and refreshed together.
 
 Left alone (the inline pass merges or refuses them): an aggregating derived table read alone
-by an outer query that does not aggregate (merged into one aggregate), derived tables with
+by an outer query that neither aggregates nor has a subquery (merged into one aggregate), derived tables with
 LIMIT, a window or a set operation, and any query with an outer join or a set operation.
 """
 
@@ -25,7 +25,8 @@ from sqlglot.tokens import TokenType
 
 from matview.errors import Error
 from matview.from_items import OUTER_WORDS, Cte, FromItem, is_from_item, read_from_items, read_with, view_parts
-from matview.names import PREFIX, fold, quote
+from matview.having_subqueries import rewrite_having_subqueries
+from matview.names import NODE_PREFIX, fold, quote
 from matview.schema import view_sql
 from matview.sqltext import (
     SET_OPERATIONS,
@@ -37,8 +38,6 @@ from matview.sqltext import (
     tokenize,
 )
 from matview.validate import probe_columns
-
-NODE_PREFIX = f"{PREFIX}node_"
 
 
 def is_node(name: str) -> bool:
@@ -65,6 +64,7 @@ def extract_nodes(conn: apsw.Connection, sql: str, owner: str) -> tuple[str, lis
         return sql, []
     if any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(tokens, depth_walk(tokens))):
         return sql, []
+    body = rewrite_having_subqueries(conn, body, prefix)
     nodes: dict[str, Node] = {}
     rewritten = _from_nodes(conn, body, prefix, ctes, owner, nodes)
     rewritten = _in_nodes(conn, rewritten, prefix, owner, nodes)
@@ -140,6 +140,9 @@ def _from_nodes(
     if any(t.kind in OUTER_WORDS for item in items for t in item.joined_by):
         return body
     outer_aggregates = is_aggregating(body, clauses)
+    # an outer query with a subquery is maintained per row of its first table (`subqueries`):
+    # merged into one aggregate, its WHERE would become a HAVING with a subquery
+    outer_subquery = _has_expression_subquery(body)
     rewritten = body
     for item in sorted(items, key=lambda i: -i.reference_span[0]):  # from the end: offsets stay valid
         found = _derived_select(conn, item, prefix, ctes)
@@ -149,7 +152,7 @@ def _from_nodes(
         distinct, aggregates = _shape(inner)
         # a subquery in it: the inline pass cannot flatten it (its names would move scope)
         subquery = _has_expression_subquery(inner) and not (prefix and inner.lstrip()[:4].upper() == "WITH")
-        if not (distinct or subquery or (aggregates and (len(items) > 1 or outer_aggregates))):
+        if not (distinct or subquery or (aggregates and (len(items) > 1 or outer_aggregates or outer_subquery))):
             continue
         if (distinct or subquery) and item.body is None:
             # a DISTINCT CTE or view, or one with a subquery, is its own body (`SELECT * FROM` it

@@ -9,7 +9,7 @@ from sqlglot.tokens import TokenType
 
 from matview.db import scalar
 from matview.errors import Error, UnsupportedQuery
-from matview.names import fold, is_internal, quote
+from matview.names import NODE_PREFIX, fold, is_internal, quote
 from matview.sqltext import matching_paren, tokenize
 
 
@@ -111,7 +111,12 @@ def refuse_unstable_identity(table: TableInfo, what: str) -> None:
     are an INTEGER PRIMARY KEY: that, or a primary key of NOT NULL columns."""
     if table.materialized:
         if table.unique_rows:
-            return  # its rows are their own key (as a first table it is refused: `refuse_view_root`)
+            return  # its rows are their own key
+        if fold(table.name).startswith(NODE_PREFIX):
+            raise UnsupportedQuery(
+                f"{what} over an aggregating FROM-subquery or CTE whose rows may repeat (not every GROUP BY "
+                "term is in its select list) is not supported yet"
+            )
         raise UnsupportedQuery(
             f"{what} over materialized view {table.name}, whose rows may repeat, is not supported yet "
             "(it is maintained per row; a grouped or DISTINCT view is)"

@@ -28,7 +28,6 @@ from matview.schema import (
     image_keys,
     read_table,
     refuse_unstable_identity,
-    refuse_view_root,
 )
 from matview.sqltext import (
     SET_OPERATIONS,
@@ -228,9 +227,9 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
     stage1, extra, reaches, probes = placeholders_in_subqueries(conn, plan.stage1, len(plan.sources))
     # a subquery of an ON condition is in both the stage-1 SQL and the FROM clause's own text
     from_template = tuple(p if i % 2 else exact_sum_renames(conn, p) for i, p in enumerate(source.template))
-    refuse_view_root(source.occurrences[0].table, "a view with a subquery")
     for occurrence in [*source.occurrences, *extra]:
         refuse_unstable_identity(occurrence.table, "a view with a subquery")
+    root = source.occurrences[0].table
     if "reach" not in stage1[1::2]:
         stage1 = (*stage1, "reach", "")  # at the end of the outer WHERE, where a term restricts the rows
     tables = {o.table.name: o.table for o in extra}
@@ -261,8 +260,10 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
             *plan.upstreams,
             *(describe_upstream(conn, t.name) for t in tables.values() if t.materialized and t.name not in known_views),
         ),
-        outer_key=source.occurrences[0].table.stable_key or plan.outer_key,
-        root_key_nullable=source.occurrences[0].table.key_may_be_null,
+        # a grouped or DISTINCT upstream view's rows are their own key (its values, as quoted
+        # text: exact, NULLs and 1 vs 1.0 included)
+        outer_key=tuple(c.name for c in root.columns) if root.materialized else root.stable_key or plan.outer_key,
+        root_key_nullable=root.materialized or root.key_may_be_null,
         subquery_probes=tuple(dict.fromkeys(probes)),
         outer_on="",
         outer_kind=source.outer_kind or "LEFT",

@@ -487,6 +487,8 @@ APP_QUERIES = {
     # uncorrelated aggregating or DISTINCT subqueries under IN: internal nodes
     "multi_poster": "SELECT id FROM users WHERE id IN (SELECT user_id FROM posts GROUP BY user_id HAVING count(*) > 1)",
     "distinct_in": "SELECT id FROM users WHERE id IN (SELECT DISTINCT user_id FROM posts)",
+    # a subquery in HAVING (TPC-H Q11's shape): the aggregate is an internal node, filtered
+    "having_share": "SELECT user_id, count(*) FROM posts GROUP BY user_id HAVING count(*) > (SELECT count(*) / 10 FROM posts)",
 }
 
 
@@ -499,9 +501,8 @@ def test_application_subqueries_under_random_write_mixes(tmp_path, seed):
 # refusals: UnsupportedQuery, nothing left behind, the user's transaction kept
 
 REFUSED = [
-    # Q15 (a CTE read twice, MAX over it), Q11 (a subquery in HAVING); Q13 is maintained (tests/test_internal_nodes.py)
+    # Q15 (a CTE read twice, MAX over it); Q11 and Q13 are maintained (tests/test_having_subqueries.py, test_internal_nodes.py)
     "WITH r AS (SELECT user_id AS u, count(*) AS n FROM posts GROUP BY user_id) SELECT u, n FROM r WHERE n = (SELECT max(n) FROM r)",
-    "SELECT user_id, count(*) FROM posts GROUP BY user_id HAVING count(*) > (SELECT count(*) / 10 FROM posts)",
     # subqueries combined with CTEs, FROM-subqueries or plain views
     "WITH big AS (SELECT * FROM posts WHERE published = 1) SELECT id FROM big WHERE EXISTS (SELECT 1 FROM users WHERE users.id = big.user_id)",
     "SELECT u.name, p.id FROM users u JOIN published_posts p ON p.user_id = u.id WHERE EXISTS (SELECT 1 FROM posts WHERE posts.id = p.id)",

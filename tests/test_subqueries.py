@@ -151,7 +151,7 @@ def test_exists_flips_both_ways_and_a_scalar_subquery_with_no_row(tmp_path):
         ("SELECT id, (SELECT y FROM s WHERE y = t.x) FROM t", "several rows"),
         ("SELECT id FROM t WHERE (SELECT group_concat(y) FROM s) IS NULL", "group_concat"),
         ("SELECT id FROM t WHERE x > (SELECT sum(DISTINCT y) FROM s)", "sum"),
-        ("SELECT x, count(*) FROM t GROUP BY x HAVING count(*) > (SELECT count(*) FROM s)", "HAVING"),
+        ("SELECT x, count(*) FROM t GROUP BY x HAVING count(*) > (SELECT count(*) FROM s WHERE s.y = t.x)", "HAVING"),
         ("SELECT id FROM t WHERE EXISTS (WITH w AS (SELECT 1) SELECT * FROM w)", "WITH"),
         ("SELECT id FROM t WHERE x IN (SELECT rowid FROM s)", "rowid"),
         ("SELECT id FROM t WHERE x IN (SELECT y FROM s UNION SELECT x FROM t)", "UNION"),
