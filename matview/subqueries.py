@@ -136,8 +136,6 @@ def _split(
         end = _select_end(tokens, depths, index)
         own = [i for i in range(index, end) if depths[i] == depth]
         for i in own:
-            if tokens[i].kind == TokenType.LIMIT or tokens[i].text.upper() == "OFFSET":
-                raise UnsupportedQuery("LIMIT/OFFSET inside a subquery is not supported yet")
             if tokens[i].is_name and tokens[i].text.lower() in ROWID_NAMES:
                 raise UnsupportedQuery(f"{tokens[i].text} inside a subquery is not supported")
         from_at = next((i for i in own if tokens[i].kind == TokenType.FROM), None)

@@ -5,7 +5,8 @@ and must reproduce the value stored then, bit for bit. So a subquery is refused 
 value follows the scan order: ordered aggregates (GROUP_CONCAT), sums of values that may be
 REAL (rounding), MIN/MAX/DISTINCT/GROUP BY/UNION where equal values can differ (which one
 is kept), a bare column beside an aggregate, and a scalar subquery that may return several
-rows (SQLite takes the first) — unless it is an aggregate or a lookup by INTEGER PRIMARY KEY.
+rows (SQLite takes the first) — unless it is an aggregate, a lookup by INTEGER PRIMARY KEY,
+or ordered by a key (no ties); LIMIT/OFFSET under the same conditions (or under EXISTS).
 """
 
 from __future__ import annotations
@@ -115,17 +116,63 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
     if calls and not clauses.group:
         _refuse_bare_columns(body, clauses, [call for call, _ in calls])
     before = tokens[open_index - 1].kind if open_index else None
-    if before in (TokenType.IN, TokenType.EXISTS) or is_from_item(tokens, open_index):
-        return renames  # a set (or a derived table, a bag): the order of its rows does not matter
     compound = any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(inner, depths))
     # an aggregate without GROUP BY is one row (bare columns are refused above); so is no FROM
     one_row = not clauses.group and not compound and (bool(calls) or not clauses.from_) and bool(items)
-    if one_row or (not compound and not clauses.group and _unique_lookup(conn, body, clauses, tables)):
+    at_most_one = one_row or (not compound and not clauses.group and _unique_lookup(conn, body, clauses, tables))
+    ordered = not compound and not clauses.group and _total_order(conn, body, clauses, tables, items)
+    if clauses.limit and before != TokenType.EXISTS and not (at_most_one or ordered):
+        # (EXISTS asks how many rows there are, never which)
+        raise UnsupportedQuery(
+            f"LIMIT/OFFSET inside a subquery ({excerpt(body)}) without an ORDER BY that ends ties by the table's "
+            "INTEGER PRIMARY KEY (or NOT NULL primary key): which rows it keeps would follow the scan order"
+        )
+    if before in (TokenType.IN, TokenType.EXISTS) or is_from_item(tokens, open_index):
+        return renames  # a set (or a derived table, a bag): the order of its rows does not matter
+    if at_most_one or ordered:
         return renames
     raise UnsupportedQuery(
         f"scalar subquery ({excerpt(body)}) may return several rows, and SQLite takes the first in an unspecified "
-        "order; aggregate it (max(), min(), count()) or look it up by INTEGER PRIMARY KEY"
+        "order; aggregate it (max(), min(), count()), look it up by INTEGER PRIMARY KEY, or ORDER BY a key"
     )
+
+
+def _total_order(
+    conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem], items: list[Span]
+) -> bool:
+    """Whether a single-table subquery's ORDER BY leaves no ties: its terms include, as plain
+    columns, the table's INTEGER PRIMARY KEY or every column of a NOT NULL primary key whose
+    columns compare as BINARY (a key unique under any collation has no two values BINARY calls
+    equal; 1 and 1.0 are one key value). A term an output column's alias could name is no
+    column: SQLite reads ORDER BY names as aliases first."""
+    if len(tables) != 1 or not clauses.order:
+        return False
+    table = read_source(conn, tables[0].name or "")
+    if table.materialized:
+        return False
+    if table.has_rowid and table.ipk is not None:
+        key = {fold(table.ipk)}
+    elif table.primary_key and not table.key_may_be_null:
+        key = {fold(c) for c in table.primary_key}
+    else:
+        return False
+    aliases = {fold(span.tokens[-1].text) for span in items if _may_be_alias(span.tokens)}
+    found = set()
+    for term in split_top_level(body, clauses.order.tokens):
+        tokens = tuple(t for t in term.tokens if t.text.upper() not in ("ASC", "DESC", "NULLS", "FIRST", "LAST"))
+        found_ = _plain_column_of(conn, tokens, tables)
+        if found_ is None or fold(tokens[-1].text) in aliases:
+            continue
+        column = found_[1]
+        if fold(column.name) == fold(table.ipk or "") or column.collation.upper() == "BINARY":
+            found.add(fold(column.name))
+    return key <= found
+
+
+def _may_be_alias(tokens: tuple[Token, ...]) -> bool:
+    """Whether a select-list item may end in an alias (`x AS a`, `x a`, `x + a`: a name not
+    after a dot, in an item of more than one token)."""
+    return len(tokens) > 1 and tokens[-1].is_name and tokens[-2].kind != TokenType.DOT
 
 
 def _exact_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]) -> bool:

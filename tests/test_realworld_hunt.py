@@ -488,6 +488,8 @@ APP_QUERIES = {
     "multi_poster": "SELECT id FROM users WHERE id IN (SELECT user_id FROM posts GROUP BY user_id HAVING count(*) > 1)",
     "distinct_in": "SELECT id FROM users WHERE id IN (SELECT DISTINCT user_id FROM posts)",
     # a subquery in HAVING (TPC-H Q11's shape): the aggregate is an internal node, filtered
+    # ORDER BY … LIMIT inside a subquery, ties broken by the INTEGER PRIMARY KEY
+    "first_two_posters": "SELECT id FROM users WHERE id IN (SELECT user_id FROM posts ORDER BY id LIMIT 2)",
     "having_share": "SELECT user_id, count(*) FROM posts GROUP BY user_id HAVING count(*) > (SELECT count(*) / 10 FROM posts)",
 }
 
@@ -509,7 +511,7 @@ REFUSED = [
     # scan-order dependent values
     "SELECT id, (SELECT group_concat(id) FROM posts WHERE user_id = users.id) FROM users",
     "SELECT id, (SELECT title FROM posts WHERE user_id = users.id) FROM users",
-    "SELECT id FROM users WHERE id IN (SELECT user_id FROM posts ORDER BY id LIMIT 2)",
+    "SELECT id FROM users WHERE id IN (SELECT user_id FROM posts ORDER BY created LIMIT 2)",
     # a nested lookup by max(id) (conservative: `id` there is read as the lookup table's own)
     "SELECT p.id, (SELECT title FROM posts WHERE id = (SELECT max(id) FROM posts p2 WHERE p2.user_id = p.user_id)) FROM posts p",
     # composite-key lookup (at most one row, but not recognised as a lookup)
