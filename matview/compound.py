@@ -63,7 +63,8 @@ def split_arms(sql: str, tokens: list[Token]) -> tuple[list[tuple[str, list[Toke
     if clauses.limit:
         raise UnsupportedQuery("LIMIT/OFFSET is not supported: a view's rows have no order")
     if clauses.order:
-        cut = next(i for i, t in enumerate(last_tokens) if t.kind == TokenType.ORDER_BY)
+        depths_ = depth_walk(last_tokens)
+        cut = next(i for i, (t, d) in enumerate(zip(last_tokens, depths_)) if d == 0 and t.kind == TokenType.ORDER_BY)
         kept = last_tokens[:cut]
         arms[-1] = (last_text[: kept[-1].end], kept)
     return arms, operation

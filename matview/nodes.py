@@ -31,6 +31,7 @@ from matview.schema import view_sql
 from matview.sqltext import (
     SET_OPERATIONS,
     Clauses,
+    Token,
     depth_walk,
     is_aggregating,
     matching_paren,
@@ -63,12 +64,54 @@ def extract_nodes(conn: apsw.Connection, sql: str, owner: str) -> tuple[str, lis
     if not tokens or tokens[0].kind != TokenType.SELECT:
         return sql, []
     if any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(tokens, depth_walk(tokens))):
-        return sql, []
+        arms: dict[str, Node] = {}
+        probe_columns(conn, sql)  # SQLite's own errors first (an ORDER BY term out of range, …)
+        rewritten = _arm_nodes(body, tokens, prefix, owner, arms)
+        return (rewritten, list(arms.values())) if arms else (sql, [])
     body = rewrite_having_subqueries(conn, body, prefix)
     nodes: dict[str, Node] = {}
     rewritten = _from_nodes(conn, body, prefix, ctes, owner, nodes)
     rewritten = _in_nodes(conn, rewritten, prefix, owner, nodes)
     return prefix + rewritten, list(nodes.values())
+
+
+def _arm_nodes(body: str, tokens: list[Token], prefix: str, owner: str, nodes: dict[str, Node]) -> str:
+    """A set operation whose arms need state of their own (an aggregate, DISTINCT, a subquery,
+    an outer join, a derived table) or read the query's CTEs: each such arm becomes a node,
+    read as `SELECT * FROM node` — the set operation then combines select-project arms, as
+    it does over any materialized view (each arm is a bag of rows: the node's rows are the
+    arm's, with their types). A trailing ORDER BY is dropped (a view has no order); a LIMIT
+    leaves the query as written (refused by name)."""
+    depths = depth_walk(tokens)
+    if any(d == 0 and t.kind == TokenType.LIMIT for t, d in zip(tokens, depths)):
+        return prefix + body
+    end = next((i for i, (t, d) in enumerate(zip(tokens, depths)) if d == 0 and t.kind == TokenType.ORDER_BY), None)
+    if end is not None:
+        body, tokens, depths = body[: tokens[end - 1].end], tokens[:end], depths[:end]
+    operators = [i for i, (t, d) in enumerate(zip(tokens, depths)) if d == 0 and t.kind in SET_OPERATIONS]
+    starts = [0, *(i + (2 if tokens[i + 1].kind == TokenType.ALL else 1) for i in operators)]
+    edits = []
+    for start, stop in zip(starts, [*operators, len(tokens)]):
+        arm = tokens[start:stop]
+        if not arm or arm[0].kind != TokenType.SELECT:
+            return prefix + body  # (refused by name later)
+        text = body[arm[0].start : arm[-1].end]
+        if prefix or _needs_node(text, arm):
+            node = _node(nodes, owner, prefix + text)
+            edits.append((arm[0].start, arm[-1].end, f"SELECT * FROM {quote(node.name)}"))
+    for start, stop, text in reversed(edits):
+        body = body[:start] + text + body[stop:]
+    return body
+
+
+def _needs_node(text: str, tokens: list[Token]) -> bool:
+    """Whether an arm of a set operation is more than a select-project-join of tables."""
+    depths = depth_walk(tokens)
+    distinct, aggregates = _shape(text)
+    outer = any(d == 0 and t.kind in OUTER_WORDS for t, d in zip(tokens, depths))
+    opens = (TokenType.SELECT, TokenType.WITH)
+    nested = any(t.kind == TokenType.L_PAREN and n.kind in opens for t, n in itertools.pairwise(tokens))
+    return distinct or aggregates or outer or nested
 
 
 def _node(nodes: dict[str, Node], owner: str, sql: str) -> Node:

@@ -1,0 +1,161 @@
+"""Set operations whose arms aggregate, are DISTINCT, read subqueries or outer joins, or read
+the query's CTEs (issue 6): each such arm is an internal node (`nodes._arm_nodes`), and the
+set operation combines the nodes' rows. Differential, both modes, several tables per
+transaction, rollback, reopen, a stock `sqlite3` writer; DROP leaves nothing behind."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+from oracle import assert_view_matches, column_names, create_views_both_modes
+
+import matview
+
+SCHEMA = [
+    "CREATE TABLE orders(id INTEGER PRIMARY KEY, customer_id INTEGER, amount INTEGER, status TEXT)",
+    "CREATE TABLE refunds(id INTEGER PRIMARY KEY, order_id INTEGER, amount INTEGER)",
+    "CREATE TABLE customers(id INTEGER PRIMARY KEY, region TEXT)",
+]
+
+VIEWS = {
+    "report": (
+        "SELECT 'orders' AS kind, count(*) AS n, total(amount) AS amount FROM orders "
+        "UNION ALL SELECT 'refunds', count(*), total(amount) FROM refunds"
+    ),
+    "per_region": (
+        "SELECT c.region, sum(o.amount) AS amount FROM orders o JOIN customers c ON c.id = o.customer_id "
+        "GROUP BY c.region UNION ALL SELECT 'refunded', sum(amount) FROM refunds ORDER BY 2"
+    ),
+    "distinct_arm": "SELECT DISTINCT status FROM orders UNION ALL SELECT region FROM customers",
+    "subquery_arm": (
+        "SELECT id FROM orders WHERE EXISTS (SELECT 1 FROM refunds WHERE refunds.order_id = orders.id) "
+        "UNION SELECT id FROM customers WHERE region = 'eu'"
+    ),
+    "outer_arm": (
+        "SELECT o.id, r.amount FROM orders o LEFT JOIN refunds r ON r.order_id = o.id "
+        "UNION ALL SELECT id, NULL FROM customers"
+    ),
+    "with_arms": (
+        "WITH open AS (SELECT id, customer_id FROM orders WHERE status = 'open') "
+        "SELECT customer_id FROM open UNION ALL SELECT id FROM customers WHERE id NOT IN (SELECT customer_id FROM open)"
+    ),
+    "except_aggregates": (
+        "SELECT customer_id FROM orders GROUP BY customer_id HAVING count(*) > 1 "
+        "EXCEPT SELECT id FROM customers WHERE region = 'us'"
+    ),
+    "intersect_subquery": (
+        "SELECT customer_id FROM orders WHERE amount > (SELECT avg(amount) FROM orders) "
+        "INTERSECT SELECT id FROM customers"
+    ),
+}
+
+
+def _setup(path: Path, rng: random.Random) -> tuple[matview.Connection, dict[str, str]]:
+    conn = matview.connect(str(path))
+    for sql in SCHEMA:
+        conn.execute(sql)
+    with conn:
+        for i in range(1, 16):
+            conn.execute("INSERT INTO customers VALUES (?, ?)", (i, rng.choice(["eu", "us", "apac", None])))
+        for _ in range(60):
+            _order(conn, rng)
+        for _ in range(20):
+            _refund(conn, rng)
+    return conn, create_views_both_modes(conn, VIEWS)
+
+
+def _order(conn: matview.Connection, rng: random.Random) -> None:
+    conn.execute(
+        "INSERT INTO orders(customer_id, amount, status) VALUES (?, ?, ?)",
+        (rng.randint(1, 18), rng.choice([rng.randint(1, 100), None]), rng.choice(["open", "paid", "eu"])),
+    )
+
+
+def _refund(conn: matview.Connection, rng: random.Random) -> None:
+    conn.execute("INSERT INTO refunds(order_id, amount) VALUES (?, ?)", (rng.randint(1, 90), rng.randint(1, 50)))
+
+
+def _write(conn: matview.Connection, rng: random.Random) -> None:
+    kind = rng.random()
+    if kind < 0.25:
+        _order(conn, rng)
+    elif kind < 0.4:
+        _refund(conn, rng)
+    elif kind < 0.55:
+        conn.execute("DELETE FROM orders WHERE id = ?", (rng.randint(1, 90),))
+    elif kind < 0.65:
+        conn.execute("DELETE FROM refunds WHERE order_id = ?", (rng.randint(1, 90),))
+    elif kind < 0.8:
+        conn.execute("UPDATE orders SET status = ?, amount = ? WHERE id = ?", (rng.choice(["open", "paid"]), rng.randint(1, 100), rng.randint(1, 90)))
+    elif kind < 0.9:
+        conn.execute("UPDATE customers SET region = ? WHERE id = ?", (rng.choice(["eu", "us", None]), rng.randint(1, 15)))
+    else:
+        conn.execute("UPDATE orders SET customer_id = ? WHERE customer_id = ?", (rng.randint(1, 18), rng.randint(1, 18)))
+
+
+def _check(conn: matview.Connection, live: dict[str, str]) -> None:
+    for view, sql in live.items():
+        assert_view_matches(conn, view, sql)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_set_operations_over_complex_arms_follow_every_write(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    path = tmp_path / "db.sqlite"
+    conn, live = _setup(path, rng)
+    _check(conn, live)
+    for step in range(14):
+        if step == 5:
+            conn.execute("BEGIN")
+            for _ in range(4):
+                _write(conn, rng)
+            conn.execute("ROLLBACK")
+        with conn:
+            for _ in range(rng.randint(1, 6)):
+                _write(conn, rng)
+        if step % 6 == 5:
+            conn.close()
+            conn = matview.connect(str(path))
+        _check(conn, live)
+    with conn:  # every arm empties, then fills again
+        for table in ("refunds", "orders"):
+            conn.execute(f"DELETE FROM {table}")
+    _check(conn, live)
+    with conn:
+        for _ in range(30):
+            _order(conn, rng)
+            _refund(conn, rng)
+    _check(conn, live)
+    stock = sqlite3.connect(path)
+    stock.execute("UPDATE orders SET amount = amount + 1 WHERE id % 2 = 0")
+    stock.execute("DELETE FROM refunds WHERE id % 3 = 0")
+    stock.commit()
+    stock.close()
+    _check(conn, live)
+    conn.close()
+
+
+def test_names_and_drop(tmp_path: Path) -> None:
+    conn, live = _setup(tmp_path / "db.sqlite", random.Random(1))
+    for view, sql in live.items():
+        assert column_names(conn.execute(f'SELECT * FROM "{view}"')) == column_names(conn.execute(sql))
+    for view in live:
+        conn.execute(f"DROP MATERIALIZED VIEW {view}")
+    assert conn.views() == []
+    left = conn.execute("SELECT name FROM sqlite_master WHERE name LIKE '__dbsp%' AND name NOT LIKE '__dbsp_catalog%'")
+    assert [n for (n,) in left if "node" in n or "view" in n] == []
+
+
+def test_a_limit_on_the_set_operation_stays_refused(tmp_path: Path) -> None:
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    for sql in SCHEMA:
+        conn.execute(sql)
+    with pytest.raises(matview.UnsupportedQuery, match="LIMIT"):
+        conn.execute(
+            "CREATE MATERIALIZED VIEW v AS SELECT customer_id, count(*) FROM orders GROUP BY customer_id "
+            "UNION ALL SELECT id, 0 FROM customers ORDER BY 2 LIMIT 3"
+        )
+    assert conn.views() == []
