@@ -63,9 +63,20 @@ def rewrite_having_subqueries(conn: apsw.Connection, body: str, prefix: str = ""
         rewritten = _Rewrite(conn, body, prefix, tokens, clauses).outer(names)
         if rewritten is None or probe_columns(conn, prefix + rewritten)[0] != names:
             return body
-    except Error:
+    except Exception:
         return body
     return rewritten
+
+
+def _identifiers(text: str) -> str:
+    """`text` with every quoted name in backticks, which SQLite never reads as a string (a
+    double-quoted name that names no column is the string, a fallback a probe must not take)."""
+    quoted = [t for t in tokenize(text) if t.kind == TokenType.IDENTIFIER]
+    return splice(text, [(t.start, t.end, _backticked(t.text)) for t in quoted])
+
+
+def _backticked(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _subqueries(tokens: list[Token]) -> list[tuple[int, int]]:
@@ -108,11 +119,14 @@ class _Rewrite:
         subqueries = _subqueries(self.having)
         for open_, close in subqueries:
             try:  # uncorrelated: SQLite runs it alone
-                probe_columns(self.conn, self.prefix + self._text(self.having[open_ + 1 : close]))
+                probe_columns(self.conn, self.prefix + _identifiers(self._text(self.having[open_ + 1 : close])))
             except Error:
                 return None
         columns = [self._item_text(span) for span in self.items]
-        aliases = {fold(a): i for i, a in enumerate(self._alias(span) for span in self.items) if a}
+        aliases: dict[str, list[int]] = {}  # SQLite binds a name to the first item with that alias
+        for i, alias in enumerate(self._alias(span) for span in self.items):
+            if alias:
+                aliases.setdefault(fold(alias), []).append(i)
         skip = {i for open_, close in subqueries for i in range(open_, close + 1)}
         edits: list[tuple[int, int, int]] = []  # HAVING text [start, end) reads derived column i
         for call in find_aggregate_calls(self.body, self.having):
@@ -120,22 +134,25 @@ class _Rewrite:
             columns.append(self._text(self.having[call.first : call.last]))
             skip.update(range(call.first, call.last))
         skipped = [(self.having[i].start, self.having[i].end) for i in skip]
-        for start, end, written, qualified in self._names():
+        for start, end, parts in self._names():
             if any(lo <= start < hi for lo, hi in skipped):
                 continue
-            if self._is_column(written):
+            if self._is_column(parts):
                 edits.append((start, end, len(columns)))
-                columns.append(written)
-            elif not qualified and fold(written.strip('"`[]')) in aliases:
-                edits.append((start, end, aliases[fold(written.strip('"`[]'))]))
+                columns.append(self.body[start:end])
+            elif len(parts) == 1 and len(aliases.get(fold(parts[0]), [])) == 1:
+                edits.append((start, end, aliases[fold(parts[0])][0]))
             else:
-                return None
+                return None  # (an alias two items have: the rewrite would have to know which)
+        for index, token in enumerate(self.having):
+            if index not in skip and token.text.lower() in ("true", "false") and self._is_column([token.text]):
+                return None  # SQLite reads TRUE as a column where a table has one; sqlglot as a boolean
         for span in split_top_level(self.body, self.clauses.group.tokens):
             # (an ordinal or an alias names a select-list item, already a column)
             if not span:
                 continue
             single = len(span.tokens) == 1 and span.tokens[0]
-            if single and (single.kind == TokenType.NUMBER or not self._is_column(span.text)):
+            if single and (single.kind == TokenType.NUMBER or not self._is_column([single.text])):
                 continue
             columns.append(span.text)
         labels = _labels(names, len(columns))
@@ -169,8 +186,8 @@ class _Rewrite:
         node = tree.expressions[0] if isinstance(tree, exp.Select) and len(tree.expressions) == 1 else None
         return node.alias if isinstance(node, exp.Alias) else None
 
-    def _names(self) -> list[tuple[int, int, str, bool]]:
-        """Column references written in the HAVING: (start, end, text, qualified), offsets in `body`."""
+    def _names(self) -> list[tuple[int, int, list[str]]]:
+        """Column references written in the HAVING: (start, end, their names), offsets in `body`."""
         lo, hi = self.having[0].start, self.having[-1].end
         found = []
         for node in parse_sqlite(self.body).find_all(exp.Column):
@@ -182,13 +199,17 @@ class _Rewrite:
                 raise Error("unplaced name")
             start, end = parts[0].meta["start"], parts[-1].meta["end"] + 1
             if lo <= start < hi:
-                found.append((start, end, self.body[start:end], len(parts) > 1))
+                found.append((start, end, [str(p.name) for p in parts]))
         return found
 
-    def _is_column(self, written: str) -> bool:
-        """Whether a name is a column of the aggregate's FROM clause (which wins over an alias)."""
+    def _is_column(self, parts: list[str]) -> bool:
+        """Whether `[schema.][table.]name` is a column of the aggregate's FROM clause (a column
+        wins over a select-list alias in HAVING)."""
+        if not self.clauses.from_:
+            return False
+        name = ".".join(_backticked(p) for p in parts)
         try:
-            probe_columns(self.conn, f"{self.prefix}SELECT {written} {self.clauses_text}")
+            probe_columns(self.conn, f"{self.prefix}SELECT {name} FROM {self.clauses.from_.text}")
         except Error:
             return False
         return True
