@@ -22,7 +22,7 @@ import apsw
 from sqlglot.tokens import TokenType
 
 from matview.errors import UnsupportedQuery
-from matview.plan import Plan
+from matview.plan import OutputColumn, Plan
 from matview.schema import affinity, has_one_variant
 from matview.sqltext import SET_OPERATIONS, Token, depth_walk, split_clauses
 
@@ -109,7 +109,10 @@ def combine(conn: apsw.Connection, arms: list[tuple[Plan, FromClause]], operatio
     for plan, _source in arms:
         for table, signature in plan.signatures:
             signatures.setdefault(table, signature)
-    columns = tuple(replace(c, is_column=False, is_cast=False) for c in first.columns)
+    columns = tuple(
+        replace(c, is_column=_converted_alike([plan.columns[i] for plan, _s in arms]), is_cast=False)
+        for i, c in enumerate(first.columns)
+    )
     if distinct:
         # equal values must be identical in every arm and across arms: typed, BINARY (SQLite
         # compares with the first arm's collation that has one), one affinity (1 vs 1.0)
@@ -137,6 +140,18 @@ def combine(conn: apsw.Connection, arms: list[tuple[Plan, FromClause]], operatio
         exact_distinct=True,
         arms=tuple(starts),
         functions=tuple(sorted({f for plan, _s in arms for f in plan.functions})),
+    )
+
+
+def _converted_alike(arm_columns: list[OutputColumn]) -> bool:
+    """Whether every arm's values in a column already passed the first arm's affinity (each a
+    plain column or a CAST, all of one affinity, BINARY): then the set operation's column is
+    as good as a plain column (`OutputColumn.is_column`) — a view over it reads it as declared."""
+    kinds = {affinity(c.decltype) for c in arm_columns}
+    return (
+        len(kinds) == 1
+        and all(c.is_column or c.is_cast for c in arm_columns)
+        and all(c.collation.upper() == "BINARY" for c in arm_columns)
     )
 
 

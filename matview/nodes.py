@@ -35,6 +35,7 @@ from matview.sqltext import (
     depth_walk,
     is_aggregating,
     matching_paren,
+    splice,
     split_clauses,
     tokenize,
 )
@@ -140,10 +141,11 @@ def _in_nodes(conn: apsw.Connection, body: str, prefix: str, owner: str, nodes: 
         distinct, aggregates = _shape(inner)
         if _collates_its_columns(inner):
             continue  # (read from a node, an explicit COLLATE would become the column's implicit one)
-        columns = _self_contained(conn, prefix + inner) if distinct or aggregates else None
+        columns = _self_contained(conn, prefix + inner) if distinct or aggregates or _is_compound(inner) else None
         if not columns:
             continue
-        node = _node(nodes, owner, prefix + inner)
+        # (`x IN (A UNION ALL B)` is `x IN (A UNION B)`: a set, whose node's rows never repeat)
+        node = _node(nodes, owner, prefix + _union_all_as_union(inner))
         listed = ", ".join(quote(c) for c in columns)
         edits.append((paren.start, tokens[close].end, f"(SELECT {listed} FROM {quote(node.name)})"))
     for start, end, text in reversed(edits):
@@ -195,9 +197,11 @@ def _from_nodes(
         distinct, aggregates = _shape(inner)
         # a subquery in it: the inline pass cannot flatten it (its names would move scope)
         subquery = _has_expression_subquery(inner) and not (prefix and inner.lstrip()[:4].upper() == "WITH")
-        if not (distinct or subquery or (aggregates and (len(items) > 1 or outer_aggregates or outer_subquery))):
+        compound = _is_compound(inner)
+        again = len(items) > 1 or outer_aggregates or outer_subquery  # joined, aggregated or filtered again
+        if not (distinct or subquery or compound or (aggregates and again)):
             continue
-        if (distinct or subquery) and item.body is None:
+        if (distinct or subquery or compound) and item.body is None:
             # a DISTINCT CTE or view, or one with a subquery, is its own body (`SELECT * FROM` it
             # would be refused as a derived table the inline pass cannot flatten): without a
             # column list to rename its columns, and as a CTE only (a view's body would not
@@ -223,6 +227,24 @@ def _has_expression_subquery(select: str) -> bool:
         t.kind == TokenType.L_PAREN and n.kind == TokenType.SELECT and not is_from_item(tokens, i)
         for i, (t, n) in enumerate(itertools.pairwise(tokens))
     )
+
+
+def _union_all_as_union(select: str) -> str:
+    """A set operation of UNION ALL only, as UNION (other SELECTs as they are)."""
+    tokens = tokenize(select)
+    top = [(t, n) for (t, n), d in zip(itertools.pairwise(tokens), depth_walk(tokens)) if d == 0]
+    alls = [n for t, n in top if t.kind == TokenType.UNION and n.kind == TokenType.ALL]
+    if not alls or any(t.kind in SET_OPERATIONS and n.kind != TokenType.ALL for t, n in top):
+        return select
+    return splice(select, [(a.start, a.end, "") for a in alls])
+
+
+def _is_compound(select: str) -> bool:
+    """Whether a SELECT (after its WITH list) is a set operation."""
+    tokens = tokenize(select)
+    if tokens and tokens[0].kind == TokenType.WITH:
+        tokens = tokenize(read_with(select, tokens, {})[1])
+    return any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(tokens, depth_walk(tokens)))
 
 
 def _reads_alone(clauses: Clauses) -> bool:

@@ -114,8 +114,8 @@ def refuse_unstable_identity(table: TableInfo, what: str) -> None:
             return  # its rows are their own key
         if fold(table.name).startswith(NODE_PREFIX):
             raise UnsupportedQuery(
-                f"{what} over an aggregating FROM-subquery or CTE whose rows may repeat (not every GROUP BY "
-                "term is in its select list) is not supported yet"
+                f"{what} over a FROM-subquery, CTE or subquery whose rows may repeat (an aggregate without "
+                "every GROUP BY term in its select list, a UNION ALL) is not supported yet"
             )
         raise UnsupportedQuery(
             f"{what} over materialized view {table.name}, whose rows may repeat, is not supported yet "

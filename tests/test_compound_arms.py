@@ -1,6 +1,7 @@
 """Set operations whose arms aggregate, are DISTINCT, read subqueries or outer joins, or read
 the query's CTEs (issue 6): each such arm is an internal node (`nodes._arm_nodes`), and the
-set operation combines the nodes' rows. Differential, both modes, several tables per
+set operation combines the nodes' rows. A set operation as a derived table, a CTE or under
+IN is a node as well, read as a materialized view (its columns converted alike). Differential, both modes, several tables per
 transaction, rollback, reopen, a stock `sqlite3` writer; DROP leaves nothing behind."""
 
 from __future__ import annotations
@@ -45,6 +46,22 @@ VIEWS = {
     "except_aggregates": (
         "SELECT customer_id FROM orders GROUP BY customer_id HAVING count(*) > 1 "
         "EXCEPT SELECT id FROM customers WHERE region = 'us'"
+    ),
+    # a set operation as a derived table, a CTE, or under IN: a node too
+    "derived_union_grouped": (
+        "SELECT status, count(*) AS n FROM (SELECT status FROM orders UNION ALL SELECT region FROM customers) "
+        "GROUP BY status"
+    ),
+    "cte_union_joined": (
+        "WITH ids AS (SELECT customer_id AS id FROM orders UNION SELECT id FROM customers WHERE region = 'eu') "
+        "SELECT c.id, c.region FROM customers c JOIN ids ON ids.id = c.id"
+    ),
+    "in_union_all": (
+        "SELECT id FROM customers WHERE id IN (SELECT customer_id FROM orders WHERE status = 'open' "
+        "UNION ALL SELECT order_id FROM refunds)"
+    ),
+    "not_in_except": (
+        "SELECT id, region FROM customers WHERE id NOT IN (SELECT customer_id FROM orders EXCEPT SELECT order_id FROM refunds)"
     ),
     "intersect_subquery": (
         "SELECT customer_id FROM orders WHERE amount > (SELECT avg(amount) FROM orders) "

@@ -172,7 +172,7 @@ def test_what_is_not_rewritten_stays_refused(tmp_path: Path, sql: str) -> None:
     conn = matview.connect(str(tmp_path / "db.sqlite"))
     for statement in SCHEMA:
         conn.execute(statement)
-    with pytest.raises(matview.UnsupportedQuery, match="HAVING|GROUP BY term"):
+    with pytest.raises(matview.UnsupportedQuery, match="HAVING|rows may repeat"):
         conn.execute(f"CREATE MATERIALIZED VIEW v AS {sql}")
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name LIKE '__dbsp_node%'").fetchone()[0] == 0
 

@@ -40,8 +40,15 @@ PARENTHESIZED_UPSTREAMS = {
     "group_by_parenthesized": "SELECT (v) AS pv, count(*) AS id FROM t GROUP BY (v)",
 }
 SET_OPERATION_UPSTREAMS = {
+    "union_all_int_text": "SELECT id, v AS pv FROM t UNION ALL SELECT id, s FROM t",
+    "union_all_int_expression": "SELECT id, v AS pv FROM t UNION ALL SELECT id, w + 0 FROM u",
+}
+# ... unless every arm's column passed the same affinity (plain columns or CASTs of one
+# affinity, BINARY): then the set operation's column is as good as a plain column
+CONVERTED_ALIKE_UPSTREAMS = {
     "union_all": "SELECT id, v AS pv FROM t UNION ALL SELECT id, w FROM u",
     "union": "SELECT id, v AS pv FROM t UNION SELECT id, w FROM u",
+    "union_all_cast": "SELECT id, v AS pv FROM t UNION ALL SELECT id, CAST(s AS INT) FROM t",
 }
 
 
@@ -64,6 +71,22 @@ def test_a_view_over_a_set_operation_column_of_mixed_values_is_refused(tmp_path,
         conn.execute("CREATE MATERIALIZED VIEW down AS SELECT pv, typeof(pv) FROM up")
     conn.execute("INSERT INTO t(v, r, s) VALUES ('q', 'q', 'q')")
     assert_view_matches(conn, "up", SET_OPERATION_UPSTREAMS[shape])
+
+
+@pytest.mark.parametrize("mode", ["immediate", "deferred"])
+@pytest.mark.parametrize("shape", sorted(CONVERTED_ALIKE_UPSTREAMS))
+def test_a_view_over_a_set_operation_column_converted_alike(tmp_path, shape, mode):
+    conn = _db(tmp_path)
+    up = CONVERTED_ALIKE_UPSTREAMS[shape]
+    conn.execute(f"CREATE MATERIALIZED VIEW up AS {up}")
+    down = "SELECT pv, typeof(pv), count(*) FROM up GROUP BY pv"
+    conn.execute(f"CREATE MATERIALIZED VIEW down WITH (maintenance = '{mode}') AS {down}")
+    conn.execute("INSERT INTO t(v, r, s) VALUES ('q', 'q', 'q'), ('7', 7, '7.0')")
+    conn.execute("INSERT INTO u(w) VALUES ('7'), (7.0), (8.5), ('abc')")
+    assert_view_matches(conn, "up", up)
+    assert_view_matches(conn, "down", down)
+    conn.execute("DELETE FROM u WHERE w = 7")
+    assert_view_matches(conn, "down", down)
 
 
 def test_minimal_parenthesized_column(tmp_path):
