@@ -91,18 +91,37 @@ def _arm_nodes(body: str, tokens: list[Token], prefix: str, owner: str, nodes: d
         body, tokens, depths = body[: tokens[end - 1].end], tokens[:end], depths[:end]
     operators = [i for i, (t, d) in enumerate(zip(tokens, depths)) if d == 0 and t.kind in SET_OPERATIONS]
     starts = [0, *(i + (2 if tokens[i + 1].kind == TokenType.ALL else 1) for i in operators)]
+    arms = [tokens[start:stop] for start, stop in zip(starts, [*operators, len(tokens)])]
+    if any(not arm or arm[0].kind != TokenType.SELECT for arm in arms):
+        return prefix + body  # (refused by name later)
     edits = []
-    for start, stop in zip(starts, [*operators, len(tokens)]):
-        arm = tokens[start:stop]
-        if not arm or arm[0].kind != TokenType.SELECT:
-            return prefix + body  # (refused by name later)
+    # mixed operators: the chain is left-associative, so all before the last run of one
+    # operator is the left operand of that run, a node of its own (itself split likewise)
+    split = _last_run(tokens, operators)
+    if split:
+        left = body[: tokens[operators[split]].start].rstrip()
+        node = _node(nodes, owner, prefix + left)
+        edits.append((0, len(left), f"SELECT * FROM {quote(node.name)}"))
+    for arm in arms[split + 1 if split else 0 :]:
         text = body[arm[0].start : arm[-1].end]
         if prefix or _needs_node(text, arm):
             node = _node(nodes, owner, prefix + text)
             edits.append((arm[0].start, arm[-1].end, f"SELECT * FROM {quote(node.name)}"))
-    for start, stop, text in reversed(edits):
-        body = body[:start] + text + body[stop:]
-    return body
+    return splice(body, edits)
+
+
+def _last_run(tokens: list[Token], operators: list[int]) -> int:
+    """The index of the first operator of the chain's last run that one set operation
+    computes (`compound.split_arms`: one operator, or UNION ALL and UNION ending in UNION)."""
+    kinds = [tokens[i].text.upper() + (" ALL" if tokens[i + 1].kind == TokenType.ALL else "") for i in operators]
+
+    def one_operation(run: list[str]) -> bool:
+        return len(set(run)) == 1 or (set(run) <= {"UNION", "UNION ALL"} and run[-1] == "UNION")
+
+    split = len(kinds) - 1
+    while split > 0 and one_operation(kinds[split - 1 :]):
+        split -= 1
+    return split
 
 
 def _needs_node(text: str, tokens: list[Token]) -> bool:

@@ -547,7 +547,7 @@ UNSUPPORTED = [
     ("SELECT b, COUNT(*) FROM t GROUP BY b HAVING COUNT(*) > (SELECT COUNT(*) FROM other WHERE y = t.b)", ["subquer"]),
     ("SELECT id FROM t UNION SELECT x FROM other LIMIT 2", ["limit"]),
     ("SELECT id FROM t UNION ALL SELECT ROW_NUMBER() OVER () FROM t", ["window"]),
-    ("SELECT id FROM t INTERSECT SELECT x FROM other EXCEPT SELECT id FROM t", ["mixed"]),
+    ("SELECT id FROM t INTERSECT SELECT b FROM t EXCEPT SELECT id FROM t", ["intersect over column"]),
     ("SELECT id FROM t EXCEPT SELECT x FROM other LIMIT 1", ["limit"]),
     ("SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS rn FROM t", ["window"]),
     ("SELECT id, SUM(a) OVER (PARTITION BY b) AS s FROM t", ["window"]),

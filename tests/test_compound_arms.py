@@ -176,3 +176,45 @@ def test_a_limit_on_the_set_operation_stays_refused(tmp_path: Path) -> None:
             "UNION ALL SELECT id, 0 FROM customers ORDER BY 2 LIMIT 3"
         )
     assert conn.views() == []
+
+
+MIXED = {
+    "union_except": "SELECT customer_id FROM orders UNION SELECT id FROM customers EXCEPT SELECT order_id FROM refunds",
+    "intersect_union_all": (
+        "SELECT customer_id FROM orders INTERSECT SELECT id FROM customers UNION ALL SELECT order_id FROM refunds"
+    ),
+    "union_union_all": "SELECT customer_id FROM orders UNION SELECT id FROM customers UNION ALL SELECT order_id FROM refunds",
+    "except_intersect_union": (
+        "SELECT id FROM customers EXCEPT SELECT order_id FROM refunds INTERSECT SELECT customer_id FROM orders "
+        "UNION SELECT amount FROM refunds WHERE amount < 5"
+    ),
+    "with_mixed": (
+        "WITH big AS (SELECT customer_id FROM orders WHERE amount > 50) "
+        "SELECT customer_id FROM big UNION SELECT id FROM customers EXCEPT SELECT customer_id FROM big"
+    ),
+}
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_mixed_chains_associate_to_the_left(tmp_path: Path, seed: int) -> None:
+    """`A op1 B op2 C` is `(A op1 B) op2 C`: everything before the last run of one operator is
+    a node, the left operand of that run."""
+    rng = random.Random(seed)
+    path = tmp_path / "db.sqlite"
+    conn, _ = _setup(path, rng)
+    live = create_views_both_modes(conn, MIXED)
+    _check(conn, live)
+    for step in range(10):
+        with conn:
+            for _ in range(rng.randint(1, 5)):
+                _write(conn, rng)
+        if step == 6:
+            conn.close()
+            conn = matview.connect(str(path))
+        _check(conn, live)
+    for view in live:
+        conn.execute(f"DROP MATERIALIZED VIEW {view}")
+    for view in VIEWS:
+        for mode in ("imm", "def"):
+            conn.execute(f"DROP MATERIALIZED VIEW {view}_{mode}")
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name LIKE '__dbsp_node%'").fetchone() == (0,)
