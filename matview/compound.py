@@ -9,8 +9,9 @@ over an empty input is empty). `UNION` is `DISTINCT` over `UNION ALL` (Prop. 4.7
 by the Distinct operator; INTERSECT and EXCEPT tag each arm's rows with its number and keep
 per-row counts of each arm (`operators.set_operation`, R5) — all three only where every column
 has one variant per value (typed, BINARY), since which of `1` and `1.0` SQLite keeps is not a
-rule matview implements. Mixed operators (other than UNION with UNION ALL), arms that
-aggregate, are DISTINCT, read subqueries or outer joins, and a LIMIT are refused by name.
+rule matview implements. Arms that aggregate, are DISTINCT, read subqueries or outer joins,
+and the left operand of a mixed chain, reach this module as internal nodes (`nodes._arm_nodes`)
+read by select-project arms; a LIMIT is refused by name.
 """
 
 from __future__ import annotations
