@@ -160,11 +160,13 @@ def _in_nodes(conn: apsw.Connection, body: str, prefix: str, owner: str, nodes: 
         distinct, aggregates = _shape(inner)
         if _collates_its_columns(inner):
             continue  # (read from a node, an explicit COLLATE would become the column's implicit one)
-        columns = _self_contained(conn, prefix + inner) if distinct or aggregates or _is_compound(inner) else None
+        # (a UNION ALL alone is left to `subqueries`, which reads it as it is: only the
+        # deduplicating set operations keep state)
+        deduplicates = _is_compound(inner) and not _union_all_only(inner)
+        columns = _self_contained(conn, prefix + inner) if distinct or aggregates or deduplicates else None
         if not columns:
             continue
-        # (`x IN (A UNION ALL B)` is `x IN (A UNION B)`: a set, whose node's rows never repeat)
-        node = _node(nodes, owner, prefix + _union_all_as_union(inner))
+        node = _node(nodes, owner, prefix + inner)
         listed = ", ".join(quote(c) for c in columns)
         edits.append((paren.start, tokens[close].end, f"(SELECT {listed} FROM {quote(node.name)})"))
     for start, end, text in reversed(edits):
@@ -248,14 +250,11 @@ def _has_expression_subquery(select: str) -> bool:
     )
 
 
-def _union_all_as_union(select: str) -> str:
-    """A set operation of UNION ALL only, as UNION (other SELECTs as they are)."""
+def _union_all_only(select: str) -> bool:
+    """Whether every set operation at the top of a SELECT is UNION ALL."""
     tokens = tokenize(select)
     top = [(t, n) for (t, n), d in zip(itertools.pairwise(tokens), depth_walk(tokens)) if d == 0]
-    alls = [n for t, n in top if t.kind == TokenType.UNION and n.kind == TokenType.ALL]
-    if not alls or any(t.kind in SET_OPERATIONS and n.kind != TokenType.ALL for t, n in top):
-        return select
-    return splice(select, [(a.start, a.end, "") for a in alls])
+    return all(t.kind == TokenType.UNION and n.kind == TokenType.ALL for t, n in top if t.kind in SET_OPERATIONS)
 
 
 def _is_compound(select: str) -> bool:

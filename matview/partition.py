@@ -19,7 +19,6 @@ only the work.
 from __future__ import annotations
 
 import itertools
-from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -236,7 +235,13 @@ def root_delta(conn: apsw.Connection, terms: DeltaTerms, ranges: Ranges, store: 
     width = _key_width(terms.plan)
     # every root (reach None): those that had rows; those with rows now come from `rows`
     roots = store.keys(ROOTS_OPERATOR) if reach is None else {row_key(r) for r in conn.execute(reach, params)}
+    if len(roots) > _READ_ALL_ROOTS:
+        store.keys(ROOTS_OPERATOR)  # one scan of the kept rows, rather than a query per root
     return _replace_roots(store, roots, conn.execute(rows, params), width)
+
+
+#: reached roots beyond which a fold reads every root's kept rows at once
+_READ_ALL_ROOTS = 2000
 
 
 def root_key(plan: Plan) -> str:
@@ -265,17 +270,21 @@ def _replace_roots(
 ) -> list[tuple[Any, ...]]:
     """ΔStage1 = Σ rows now − Σ rows kept, over `roots` and the roots of `rows`; the kept
     rows of those roots become the rows now."""
-    now: dict[bytes, ZSet[bytes]] = defaultdict(ZSet)
+    now: dict[bytes, dict[bytes, int]] = {}  # root → row → weight (plain dicts: this runs per root)
     for row in rows:
-        values, root_key = row[: -1 - width], row_key(row[-1 - width : -1])
-        now[root_key].add(row_key(values), row[-1])
+        root_key, key = row_key(row[-1 - width : -1]), row_key(row[: -1 - width])
+        found = now.get(root_key)
+        if found is None:
+            now[root_key] = {key: row[-1]}
+        else:
+            found[key] = found.get(key, 0) + row[-1]
     delta: ZSet[bytes] = ZSet()
     for root_key in roots | now.keys():
         kept = store.get(ROOTS_OPERATOR, root_key) or []
-        fresh = now.get(root_key)
-        rows_now: list[list[Any]] = sorted([k, w] for k, w in fresh.items()) if fresh else []
-        if rows_now == sorted(kept):
+        fresh = {k: w for k, w in now.get(root_key, {}).items() if w}
+        if len(kept) == len(fresh) and all(fresh.get(k) == w for k, w in kept):
             continue  # reached, unchanged: nothing to subtract, add or write
+        rows_now: list[list[Any]] = sorted([k, w] for k, w in fresh.items())
         for key, weight in kept:
             delta.add(key, -weight)
         for key, weight in rows_now:

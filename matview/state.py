@@ -70,11 +70,14 @@ class StateStore:
         self._values: dict[tuple[int, bytes], Any] = {}
         self._dirty: set[tuple[int, bytes]] = set()
         self._ordered: dict[tuple[int, bytes], dict[Any, _Entry]] = {}
+        self._read_whole: set[int] = set()  # operators whose persisted entries are all in `_values`
 
     # -- accumulators ---------------------------------------------------------------
     def get(self, op: int, key: bytes) -> Any:
         slot = (op, key)
         if slot not in self._values:
+            if op in self._read_whole:
+                return None
             row = self.conn.execute(
                 f"SELECT value FROM {self.state} WHERE operator_id = ? AND key = ?", slot
             ).fetchone()
@@ -86,6 +89,7 @@ class StateStore:
         entries are read in one query and kept, so `get` of each is free."""
         for key, value in self.conn.execute(f"SELECT key, value FROM {self.state} WHERE operator_id = ?", (op,)):
             self._values.setdefault((op, bytes(key)), unpack(value))
+        self._read_whole.add(op)
         return {key for (slot_op, key), value in self._values.items() if slot_op == op and value is not None}
 
     def put(self, op: int, key: bytes, value: Any) -> None:

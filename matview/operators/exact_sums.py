@@ -50,13 +50,21 @@ class _ExactSum:
     def __init__(self, function: str) -> None:
         self.acc = SumState.initial()
         self.finish = _FINISH[function]
+        # integers are counted and summed here, by sign, and added to the state once
+        self.ints = self.positive = self.negative = 0
 
     def step(self, value: Any) -> None:
-        if value is None:
-            return  # every SQLite aggregate skips NULL arguments
-        SumState.add(self.acc, value if isinstance(value, (int, float)) else _numeric_term(value), 1)
+        if type(value) is int:
+            self.ints += 1
+            if value > 0:
+                self.positive += value
+            else:
+                self.negative += value
+        elif value is not None:  # (every SQLite aggregate skips NULL arguments)
+            SumState.add(self.acc, value if isinstance(value, float) else _numeric_term(value), 1)
 
     def final(self) -> Any:
+        SumState.add_integer_partials(self.acc, self.ints, self.positive + self.negative, self.positive, self.negative)
         result = self.finish(self.acc)
         if result == OVERFLOW:
             raise apsw.SQLError("integer overflow")
