@@ -192,11 +192,11 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
             pk_cols.append((pk, col))
             nullable_pk = nullable_pk or not notnull
     pk_names = tuple(c for _, c in sorted(pk_cols))
-    without_rowid = bool(
-        conn.execute("SELECT 1 FROM pragma_index_list(?) WHERE origin = 'pk'", (real_name,)).fetchone()
-    ) and _is_without_rowid(conn, real_name)
+    pk_index = bool(conn.execute("SELECT 1 FROM pragma_index_list(?) WHERE origin = 'pk'", (real_name,)).fetchone())
+    without_rowid = pk_index and _is_without_rowid(conn, real_name)
     ipk = None
-    if not without_rowid and len(pk_names) == 1:
+    # (`INTEGER PRIMARY KEY DESC` is no rowid alias: SQLite gives it an index of its own)
+    if not without_rowid and len(pk_names) == 1 and not pk_index:
         column = next(c for c in columns if c.name == pk_names[0])
         if column.decltype.upper() == "INTEGER":
             ipk = column.name

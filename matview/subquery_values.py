@@ -83,7 +83,9 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
     inner = tokenize(body)
     clauses = split_clauses(body, inner)
     items = [span for span in split_top_level(body, clauses.select.tokens) if span]
-    tables = [i for i in read_from_items(body, list(clauses.from_.tokens), check=True) if i.name is not None]
+    from_items = read_from_items(body, list(clauses.from_.tokens), check=True)
+    tables = [i for i in from_items if i.name is not None]
+    alone = len(from_items) == 1 and len(tables) == 1  # one table, no derived table beside it
     calls = [
         (call, span.tokens[call.first])
         for span in (clauses.select, clauses.having)
@@ -119,8 +121,9 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
     compound = any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(inner, depths))
     # an aggregate without GROUP BY is one row (bare columns are refused above); so is no FROM
     one_row = not clauses.group and not compound and (bool(calls) or not clauses.from_) and bool(items)
-    at_most_one = one_row or (not compound and not clauses.group and _unique_lookup(conn, body, clauses, tables))
-    ordered = not compound and not clauses.group and _total_order(conn, body, clauses, tables, items)
+    simple = not compound and not clauses.group and alone
+    at_most_one = one_row or (simple and _unique_lookup(conn, body, clauses, tables))
+    ordered = simple and _total_order(conn, body, clauses, tables, items)
     if clauses.limit and before != TokenType.EXISTS and not (at_most_one or ordered):
         # (EXISTS asks how many rows there are, never which)
         raise UnsupportedQuery(
@@ -221,9 +224,11 @@ def _plain_column_of(
     conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]
 ) -> tuple[TableInfo, Column] | None:
     """The table and column `tokens` names, when it is exactly a column of one of `tables`."""
-    name = tokens[-1].text if tokens and tokens[-1].is_name else None
-    if name is None or len(tokens) not in (1, 3):
+    if len(tokens) not in (1, 3) or not all(t.is_name and t.kind != TokenType.STRING for t in tokens[::2]):
+        return None  # (a string literal is no column, whatever its text)
+    if len(tokens) == 3 and tokens[1].kind != TokenType.DOT:
         return None
+    name = tokens[-1].text
     candidates = [i for i in tables if len(tokens) == 1 or fold(i.alias) == fold(tokens[0].text)]
     infos = [read_source(conn, i.name or "") for i in candidates]
     found = [(info, column) for info in infos if (column := info.column(name)) is not None]
