@@ -34,7 +34,7 @@ from matview import catalog, names
 from matview.catalog import ViewEntry
 from matview.errors import Error, UnsupportedQuery
 from matview.keys import row_of
-from matview.names import fold, quote
+from matview.names import NODE_PREFIX, fold, quote
 from matview.operators.accumulators import RESULT_ERRORS, result_error_markers_sql
 from matview.plan import OutputColumn, Upstream
 from matview.schema import Column, TableInfo, affinity, read_table
@@ -104,10 +104,12 @@ def _read_as_declared(view: str, column: OutputColumn, aggregate: bool) -> str:
 def refuse_unrestorable(upstream: Upstream) -> None:
     """A column whose readers see an affinity its stored values have not passed through (a
     UNION's column typed by its first arm, say) could only be read back by converting values."""
+    internal = fold(upstream.name).startswith(NODE_PREFIX)
+    where = "a set operation inside the query" if internal else f"FROM {upstream.name}"
     for column in upstream.columns:
         if not (column.is_column or column.is_cast or affinity(column.decltype) == "BLOB"):
             raise UnsupportedQuery(
-                f"FROM {upstream.name}: its column {column.name} is declared {column.decltype} but holds "
+                f"{where}: its column {column.name} is declared {column.decltype} but holds "
                 "values SQLite did not convert to that type (a set operation's column, say); a view over it "
                 "is not supported yet"
             )
