@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -84,4 +85,33 @@ def run_scenario(tmp_path: Path, setup: list[str], views: dict[str, str], steps:
                 conn.execute(sql)
         for view, sql in live.items():
             assert_view_matches(conn, view, sql)
+    return conn
+
+
+def drive_write_mix(
+    path: Path,
+    conn: Any,
+    live: dict[str, str],
+    write: Callable[[Any, random.Random], None],
+    rng: random.Random,
+    steps: int = 14,
+    rolled_back_at: int = 5,
+) -> Any:
+    """`steps` transactions of 1–6 random `write`s, checking every view after each: one more
+    transaction rolled back at step `rolled_back_at`, the connection reopened every 6 steps;
+    the open connection."""
+    assert_views_match(conn, live)
+    for step in range(steps):
+        if step == rolled_back_at:
+            conn.execute("BEGIN")
+            for _ in range(4):
+                write(conn, rng)
+            conn.execute("ROLLBACK")
+        with conn:
+            for _ in range(rng.randint(1, 6)):
+                write(conn, rng)
+        if step % 6 == 5:
+            conn.close()
+            conn = matview.connect(str(path))
+        assert_views_match(conn, live)
     return conn

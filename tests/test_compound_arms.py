@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from oracle import assert_view_matches, column_names, create_views_both_modes
+from oracle import assert_views_match, column_names, create_views_both_modes, drive_write_mix
 
 import matview
 
@@ -106,16 +106,18 @@ def _write(conn: matview.Connection, rng: random.Random) -> None:
     elif kind < 0.65:
         conn.execute("DELETE FROM refunds WHERE order_id = ?", (rng.randint(1, 90),))
     elif kind < 0.8:
-        conn.execute("UPDATE orders SET status = ?, amount = ? WHERE id = ?", (rng.choice(["open", "paid"]), rng.randint(1, 100), rng.randint(1, 90)))
+        conn.execute(
+            "UPDATE orders SET status = ?, amount = ? WHERE id = ?",
+            (rng.choice(["open", "paid"]), rng.randint(1, 100), rng.randint(1, 90)),
+        )
     elif kind < 0.9:
-        conn.execute("UPDATE customers SET region = ? WHERE id = ?", (rng.choice(["eu", "us", None]), rng.randint(1, 15)))
+        conn.execute(
+            "UPDATE customers SET region = ? WHERE id = ?", (rng.choice(["eu", "us", None]), rng.randint(1, 15))
+        )
     else:
-        conn.execute("UPDATE orders SET customer_id = ? WHERE customer_id = ?", (rng.randint(1, 18), rng.randint(1, 18)))
-
-
-def _check(conn: matview.Connection, live: dict[str, str]) -> None:
-    for view, sql in live.items():
-        assert_view_matches(conn, view, sql)
+        conn.execute(
+            "UPDATE orders SET customer_id = ? WHERE customer_id = ?", (rng.randint(1, 18), rng.randint(1, 18))
+        )
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -123,35 +125,22 @@ def test_set_operations_over_complex_arms_follow_every_write(tmp_path: Path, see
     rng = random.Random(seed)
     path = tmp_path / "db.sqlite"
     conn, live = _setup(path, rng)
-    _check(conn, live)
-    for step in range(14):
-        if step == 5:
-            conn.execute("BEGIN")
-            for _ in range(4):
-                _write(conn, rng)
-            conn.execute("ROLLBACK")
-        with conn:
-            for _ in range(rng.randint(1, 6)):
-                _write(conn, rng)
-        if step % 6 == 5:
-            conn.close()
-            conn = matview.connect(str(path))
-        _check(conn, live)
+    conn = drive_write_mix(path, conn, live, _write, rng, steps=14, rolled_back_at=5)
     with conn:  # every arm empties, then fills again
         for table in ("refunds", "orders"):
             conn.execute(f"DELETE FROM {table}")
-    _check(conn, live)
+    assert_views_match(conn, live)
     with conn:
         for _ in range(30):
             _order(conn, rng)
             _refund(conn, rng)
-    _check(conn, live)
+    assert_views_match(conn, live)
     stock = sqlite3.connect(path)
     stock.execute("UPDATE orders SET amount = amount + 1 WHERE id % 2 = 0")
     stock.execute("DELETE FROM refunds WHERE id % 3 = 0")
     stock.commit()
     stock.close()
-    _check(conn, live)
+    assert_views_match(conn, live)
     conn.close()
 
 
@@ -203,7 +192,7 @@ def test_mixed_chains_associate_to_the_left(tmp_path: Path, seed: int) -> None:
     path = tmp_path / "db.sqlite"
     conn, _ = _setup(path, rng)
     live = create_views_both_modes(conn, MIXED)
-    _check(conn, live)
+    assert_views_match(conn, live)
     for step in range(10):
         with conn:
             for _ in range(rng.randint(1, 5)):
@@ -211,7 +200,7 @@ def test_mixed_chains_associate_to_the_left(tmp_path: Path, seed: int) -> None:
         if step == 6:
             conn.close()
             conn = matview.connect(str(path))
-        _check(conn, live)
+        assert_views_match(conn, live)
     for view in live:
         conn.execute(f"DROP MATERIALIZED VIEW {view}")
     for view in VIEWS:

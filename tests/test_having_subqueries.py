@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from oracle import assert_view_matches, column_names, create_views_both_modes
+from oracle import assert_views_match, column_names, create_views_both_modes, drive_write_mix
 
 import matview
 
@@ -72,7 +72,12 @@ def _setup(path: Path, rng: random.Random) -> tuple[matview.Connection, dict[str
 def _insert_stock(conn: matview.Connection, rng: random.Random) -> None:
     conn.execute(
         "INSERT OR REPLACE INTO stock VALUES (?, ?, ?, ?)",
-        (rng.randint(1, 40), rng.randint(1, 8), rng.randint(0, 50), rng.choice([round(rng.uniform(0, 99), 2), 1.5, None])),
+        (
+            rng.randint(1, 40),
+            rng.randint(1, 8),
+            rng.randint(0, 50),
+            rng.choice([round(rng.uniform(0, 99), 2), 1.5, None]),
+        ),
     )
 
 
@@ -87,14 +92,14 @@ def _write(conn: matview.Connection, rng: random.Random) -> None:
     elif kind < 0.8:
         conn.execute("UPDATE site SET nation = ? WHERE id = ?", (rng.choice(["DE", "FR", "US"]), rng.randint(1, 8)))
     elif kind < 0.9:
-        conn.execute("UPDATE part SET kind = ?, size = ? WHERE id = ?", (rng.choice("abc"), rng.randint(1, 9), rng.randint(1, 40)))
+        conn.execute(
+            "UPDATE part SET kind = ?, size = ? WHERE id = ?",
+            (rng.choice("abc"), rng.randint(1, 9), rng.randint(1, 40)),
+        )
     else:
-        conn.execute("UPDATE OR REPLACE stock SET part_id = ? WHERE part_id = ?", (rng.randint(41, 45), rng.randint(1, 40)))
-
-
-def _check(conn: matview.Connection, live: dict[str, str]) -> None:
-    for view, sql in live.items():
-        assert_view_matches(conn, view, sql)
+        conn.execute(
+            "UPDATE OR REPLACE stock SET part_id = ? WHERE part_id = ?", (rng.randint(41, 45), rng.randint(1, 40))
+        )
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -102,27 +107,14 @@ def test_having_subqueries_follow_every_write(tmp_path: Path, seed: int) -> None
     rng = random.Random(seed)
     path = tmp_path / "db.sqlite"
     conn, live = _setup(path, rng)
-    _check(conn, live)
-    for step in range(14):
-        if step == 6:  # a transaction rolled back
-            conn.execute("BEGIN")
-            for _ in range(5):
-                _write(conn, rng)
-            conn.execute("ROLLBACK")
-        with conn:
-            for _ in range(rng.randint(1, 6)):
-                _write(conn, rng)
-        if step % 5 == 4:
-            conn.close()
-            conn = matview.connect(str(path))
-        _check(conn, live)
+    conn = drive_write_mix(path, conn, live, _write, rng, steps=14, rolled_back_at=6)
     with conn:  # every group goes, then comes back
         conn.execute("DELETE FROM stock")
-    _check(conn, live)
+    assert_views_match(conn, live)
     with conn:
         for _ in range(60):
             _insert_stock(conn, rng)
-    _check(conn, live)
+    assert_views_match(conn, live)
     conn.close()
 
 
@@ -135,7 +127,7 @@ def test_a_stock_sqlite3_writer_in_another_process(tmp_path: Path) -> None:
         "c.execute(\"UPDATE site SET nation = 'DE' WHERE id = 2\"); c.commit()"
     )
     subprocess.run([sys.executable, "-c", script, str(path)], check=True)
-    _check(conn, live)
+    assert_views_match(conn, live)
     stock = sqlite3.connect(path)
     assert stock.execute("SELECT count(*) FROM q11_imm").fetchone()[0] == len(conn.execute(VIEWS["q11"]).fetchall())
     stock.close()
@@ -203,7 +195,10 @@ REVIEW = {
         "bare column",
     ),
     # SQLite binds an alias two items have to the first
-    "duplicate alias": ("SELECT n, count(*) AS c, sum(n) AS c FROM t GROUP BY n HAVING c > (SELECT min(v) FROM u)", "HAVING"),
+    "duplicate alias": (
+        "SELECT n, count(*) AS c, sum(n) AS c FROM t GROUP BY n HAVING c > (SELECT min(v) FROM u)",
+        "HAVING",
+    ),
     # a CTE with a column list read in a subquery was read as the base table of its name
     "CTE with a column list": (
         "WITH u(v) AS (SELECT w FROM s) SELECT n, count(*) FROM t GROUP BY n HAVING count(*) < (SELECT sum(v) FROM u)",
@@ -231,8 +226,8 @@ def test_review_findings_are_exact_or_refused(tmp_path: Path, name: str) -> None
         assert conn.views() == []
         return
     assert refused in (None, ""), "maintained, expected refused"
-    _check(conn, live)
+    assert_views_match(conn, live)
     with conn:
         conn.execute("INSERT INTO t VALUES (4, 2), (5, 3)")
         conn.execute("UPDATE u SET v = 2")
-    _check(conn, live)
+    assert_views_match(conn, live)

@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from oracle import assert_view_matches, create_views_both_modes
+from oracle import assert_views_match, create_views_both_modes, drive_write_mix
 
 import matview
 
@@ -88,7 +88,10 @@ def _write(conn: matview.Connection, rng: random.Random) -> None:
     elif kind < 0.7:
         conn.execute("UPDATE posts SET user_id = ? WHERE id = ?", (rng.randint(1, 12), rng.randint(1, 80)))
     elif kind < 0.8:
-        conn.execute("UPDATE users SET quota = ?, name = ? WHERE id = ?", (rng.randint(0, 3), rng.choice("aAb"), rng.randint(1, 12)))
+        conn.execute(
+            "UPDATE users SET quota = ?, name = ? WHERE id = ?",
+            (rng.randint(0, 3), rng.choice("aAb"), rng.randint(1, 12)),
+        )
     elif kind < 0.9:
         conn.execute(
             "INSERT OR REPLACE INTO marks VALUES (?, ?, ?)",
@@ -98,36 +101,18 @@ def _write(conn: matview.Connection, rng: random.Random) -> None:
         conn.execute("DELETE FROM marks WHERE user_id = ?", (rng.randint(1, 12),))
 
 
-def _check(conn: matview.Connection, live: dict[str, str]) -> None:
-    for view, sql in live.items():
-        assert_view_matches(conn, view, sql)
-
-
 @pytest.mark.parametrize("seed", range(3))
 def test_ordered_limits_follow_every_write(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     path = tmp_path / "db.sqlite"
     conn, live = _setup(path, rng)
-    _check(conn, live)
-    for step in range(16):
-        if step == 7:
-            conn.execute("BEGIN")
-            for _ in range(4):
-                _write(conn, rng)
-            conn.execute("ROLLBACK")
-        with conn:
-            for _ in range(rng.randint(1, 6)):
-                _write(conn, rng)
-        if step % 6 == 5:
-            conn.close()
-            conn = matview.connect(str(path))
-        _check(conn, live)
+    conn = drive_write_mix(path, conn, live, _write, rng, steps=16, rolled_back_at=7)
     stock = sqlite3.connect(path)
     stock.execute("UPDATE posts SET created = '2024-01-01' WHERE id % 2 = 0")
     stock.execute("DELETE FROM posts WHERE id % 5 = 0")
     stock.commit()
     stock.close()
-    _check(conn, live)
+    assert_views_match(conn, live)
     conn.close()
 
 
@@ -150,20 +135,19 @@ REFUSED = {
     "INTEGER PRIMARY KEY DESC, no rowid alias": (
         "SELECT id, (SELECT y FROM pdesc WHERE pdesc.w = users.quota ORDER BY id LIMIT 1) FROM users"
     ),
-    "a primary key that may hold NULLs": (
-        "SELECT id FROM users WHERE id IN (SELECT a FROM nokey ORDER BY a LIMIT 1)"
-    ),
+    "a primary key that may hold NULLs": ("SELECT id FROM users WHERE id IN (SELECT a FROM nokey ORDER BY a LIMIT 1)"),
 }
 
 
 @pytest.mark.parametrize("sql", REFUSED.values(), ids=list(REFUSED))
 def test_orders_with_ties_stay_refused(tmp_path: Path, sql: str) -> None:
     conn = matview.connect(str(tmp_path / "db.sqlite"))
-    extra = ["CREATE TABLE nokey(a TEXT, b TEXT, PRIMARY KEY (a))", "CREATE TABLE pdesc(id INTEGER PRIMARY KEY DESC, y, w INTEGER)"]
+    extra = [
+        "CREATE TABLE nokey(a TEXT, b TEXT, PRIMARY KEY (a))",
+        "CREATE TABLE pdesc(id INTEGER PRIMARY KEY DESC, y, w INTEGER)",
+    ]
     for statement in [*SCHEMA, *extra]:
         conn.execute(statement)
     with pytest.raises(matview.UnsupportedQuery, match="LIMIT|several rows"):
         conn.execute(f"CREATE MATERIALIZED VIEW v AS {sql}")
     assert conn.views() == []
-
-
