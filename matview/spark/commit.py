@@ -62,8 +62,14 @@ def table_exists(conn: apsw.Connection, table: str) -> bool:
     )
 
 
+def attached_count(loads: list[LoadedTable], jobs: list[ViewJob], merged: list[str]) -> int:
+    """How many files the final transaction ATTACHes."""
+    ordered = {p for job in jobs for p in job.ordered_parts}
+    return sum(len(load.parts) for load in loads) + len(merged) + len(ordered)
+
+
 def commit(db: str, mode: str, loads: list[LoadedTable], jobs: list[ViewJob], merged: list[str]) -> Written:
-    if sum(len(load.parts) for load in loads) + len(merged) > MAX_ATTACHED:
+    if attached_count(loads, jobs, merged) > MAX_ATTACHED:
         raise Error(f"more than {MAX_ATTACHED} part files: use fewer Spark partitions")
     conn = matview.connect(db)
     raw = conn.apsw
@@ -88,12 +94,14 @@ def commit(db: str, mode: str, loads: list[LoadedTable], jobs: list[ViewJob], me
                 loaded[fold(load.table)] = [attach(p) for p in load.parts]
                 _load_table(raw, registry, mode, load, loaded[fold(load.table)])
             merged_aliases = [attach(p) for p in merged]
+            ordered_aliases = {p: attach(p) for p in dict.fromkeys(p for job in jobs for p in job.ordered_parts)}
             registry.invalidate()
             for job in jobs:
                 started = time.perf_counter()
                 populate = None
                 if job.partitioned_on:
-                    populate = merged_populate(merged_aliases, loaded[job.partitioned_on], job.name)
+                    ordered = [ordered_aliases[p] for p in job.ordered_parts]
+                    populate = merged_populate(merged_aliases, loaded[job.partitioned_on], job.name, ordered)
                 if job.existing:
                     lifecycle.rebuild_view(raw, registry, job.name, populate)
                 else:

@@ -22,14 +22,19 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import apsw
+
 import matview
+from matview import names
+from matview.db import scalar
 from matview.errors import Error
-from matview.names import fold, is_internal
+from matview.names import fold, is_internal, quote
 from matview.spark import tasks
-from matview.spark.commit import LoadedTable, commit, table_exists, views_reading
+from matview.spark.commit import MAX_ATTACHED, LoadedTable, attached_count, commit, table_exists, views_reading
 from matview.spark.sources import Source, check_existing, read_source
 from matview.spark.views import ViewJob, classify, scratch_schema
 
@@ -40,6 +45,13 @@ MODES = ("create", "replace", "append")
 MIN_PARTITIONS = "spark.sql.files.minPartitionNum"
 #: file splits asked per core for the load job (each split: one task, one part file)
 SPLITS_PER_CORE = 4
+#: ordered-state entries per merge task (estimated); at most this many tasks per core and view
+#: (each range after the first costs the driver an ordinary INSERT instead of a whole copy)
+ORDERED_RANGE_ROWS = 100_000
+ORDERED_RANGES_PER_CORE = 1
+MAX_ORDERED_RANGES = 16
+#: at most this many merged part files (of partial states) per loaded table
+MERGED_PARTS = 8
 ViewArg = str | tuple[str, str]
 
 
@@ -221,7 +233,7 @@ def _run_spark(
     driver_version = tasks.versions()
     cap = max(1, 96 // len(sources))
     merged: list[str] = []
-    for source, load in zip(sources, loads, strict=True):
+    for index, (source, load) in enumerate(zip(sources, loads, strict=True)):
         started = time.perf_counter()
         partitioned = [j for j in jobs if j.partitioned_on == fold(load.table)]
         spec = tasks.LoadSpec(
@@ -251,10 +263,85 @@ def _run_spark(
         if partitioned:
             started = time.perf_counter()
             plans = tuple((j.name, j.plan.to_dict()) for j in partitioned if j.plan is not None)
-            merged += _merge(source, out, tasks.MergeSpec(staging_dir, plans))
+            # the ordered states' job runs beside the states' (each is short: run together,
+            # their tasks share the cores and neither waits for the other's scheduling)
+            later = len(sources) - 1 - index
+            room = MAX_ATTACHED - attached_count(loads, jobs, merged) - MERGED_PARTS - later * (cap + MERGED_PARTS + 1)
+            limit = min(room, ORDERED_RANGES_PER_CORE * spark.sparkContext.defaultParallelism, MAX_ORDERED_RANGES)
+            views = _ordered_views(load, jobs)
+            with ThreadPoolExecutor(1) as pool:
+                ordered = (
+                    pool.submit(_merge_ordered, spark, source, load, views, limit, staging_dir)
+                    if views and load.parts and limit >= 1
+                    else None
+                )
+                merged += _merge(source, out, tasks.MergeSpec(staging_dir, plans))
+                if ordered is not None:
+                    ordered.result()
             summary.phases["merge"] += time.perf_counter() - started
         out.unpersist()
     return merged
+
+
+def _ordered_views(load: LoadedTable, jobs: list[ViewJob]) -> list[ViewJob]:
+    """The partitioned aggregates over `load`: the views with an ordered state to merge."""
+    table = fold(load.table)
+    return [j for j in jobs if j.partitioned_on == table and j.plan is not None and j.plan.kind == "aggregate"]
+
+
+def _merge_ordered(
+    spark: SparkSession, source: Source, load: LoadedTable, views: list[ViewJob], limit: int, staging_dir: str
+) -> None:
+    """Merge the ordered states (MIN/MAX multisets) of `views` in Spark tasks, at most `limit`
+    key ranges per view, split at quantiles of the largest part file: the driver then only
+    copies them in key order (`ViewJob.ordered_parts`) instead of merging every part file's
+    entries itself. Without ATTACH slots for them (`limit` 0), the driver merges."""
+    largest = max(load.parts, key=os.path.getsize)
+    ranges = _ordered_ranges(largest, views, len(load.parts), limit)
+    specs = [tasks.OrderedSpec(staging_dir, tuple(load.parts), tuple(entries)) for entries in ranges]
+    if not specs:
+        return
+    paths = _spark_call(
+        source, lambda: spark.sparkContext.parallelize(specs, len(specs)).map(tasks.merge_ordered).collect()
+    )
+    by_table = {names.ordered_state_table(j.name): j for j in views}
+    for spec, path in zip(specs, paths, strict=True):
+        for table, *_ in spec.views:
+            by_table[table].ordered_parts.append(str(path))
+
+
+def _ordered_ranges(
+    sample: str, views: list[ViewJob], parts: int, limit: int
+) -> list[list[tuple[str, str, tasks.OrderedKey | None, tasks.OrderedKey | None]]]:
+    """Per task, the (table, DDL, lower, upper) key ranges it merges: each view's ordered state
+    cut into up to `limit` ranges of about `ORDERED_RANGE_ROWS` entries, at the quantiles of
+    its entries in the part file `sample` (which holds `1/parts` of the rows, roughly)."""
+    conn = apsw.Connection(sample, flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        out: list[list[tuple[str, str, tasks.OrderedKey | None, tasks.OrderedKey | None]]] = []
+        for job in views:
+            table = names.ordered_state_table(job.name)
+            ddl = scalar(conn, "SELECT sql FROM main.sqlite_master WHERE type = 'table' AND name = ?", (table,))
+            if ddl is None:
+                continue
+            entries = int(scalar(conn, f"SELECT count(*) FROM main.{quote(table)}"))
+            count = max(1, min(limit, entries, entries * parts // ORDERED_RANGE_ROWS))
+            cuts: list[tasks.OrderedKey | None] = [None]
+            for i in range(1, count):
+                cut = conn.execute(
+                    f"SELECT operator_id, key, ord, kind FROM main.{quote(table)} "
+                    "ORDER BY operator_id, key, ord, kind LIMIT 1 OFFSET ?",
+                    (entries * i // count,),
+                ).fetchone()
+                cuts.append(tuple(cut))  # type: ignore[arg-type]
+            cuts.append(None)
+            for i in range(count):
+                if len(out) <= i:
+                    out.append([])
+                out[i].append((table, str(ddl), cuts[i], cuts[i + 1]))
+        return out
+    finally:
+        conn.close()
 
 
 def _checkpointed(frame: DataFrame, load_fn: object) -> DataFrame:
@@ -286,7 +373,7 @@ def _merge(source: Source, out: DataFrame, spec: tasks.MergeSpec) -> list[str]:
         present = set(frame.columns)
         return frame.select(*(f.col(c) if c in present else f.lit(None).cast(typed[c]).alias(c) for c in columns))
 
-    unified = shaped(states).unionByName(shaped(rows)).coalesce(8)
+    unified = shaped(states).unionByName(shaped(rows)).coalesce(MERGED_PARTS)
     found = _spark_call(
         source, lambda: unified.mapInArrow(functools.partial(tasks.write_merged, spec), tasks.PART_DDL).collect()
     )

@@ -216,3 +216,41 @@ def write_merged(spec: MergeSpec, batches: Iterator[pa.RecordBatch]) -> Iterator
         conn.execute("COMMIT")
         conn.close()
         yield pa.RecordBatch.from_pylist([{"path": path, "rows": count, "states": states}], schema=PART_SCHEMA)
+
+
+#: an ordered-state key: (operator_id, key, ord, kind)
+OrderedKey = tuple[int, bytes, Any, int]
+
+
+@dataclass(frozen=True)
+class OrderedSpec:
+    """One key range of the ordered states (MIN/MAX multisets) of partitioned views: their
+    entries in every load part file, weights summed, written in key order into a file of
+    its own that the driver copies whole (`merge_ordered`)."""
+
+    staging: str
+    parts: tuple[str, ...]  # the load part files (each holds every view's partial ordered state)
+    #: (ordered-state table, its DDL, lower bound (inclusive) or None, upper bound (exclusive) or None)
+    views: tuple[tuple[str, str, OrderedKey | None, OrderedKey | None], ...]
+
+
+def merge_ordered(spec: OrderedSpec) -> str:
+    """A Spark task: one key range of each view's ordered state, merged from all load part
+    files by SQLite (`populate.ordered_merge_sql`: the same statement the driver would run,
+    restricted to the range) into a new file; its path."""
+    from matview.spark.populate import ordered_merge_sql
+
+    path = _part_path(spec.staging, "ordered")
+    conn = _scratch(path)
+    try:
+        for i, part in enumerate(spec.parts):
+            conn.execute(f"ATTACH DATABASE ? AS p{i}", (part,))
+        aliases = [f"p{i}" for i in range(len(spec.parts))]
+        with conn:
+            for table, ddl, lower, upper in spec.views:
+                conn.execute(ddl)
+                sql = ordered_merge_sql(f"main.{quote(table)}", table, aliases, lower is not None, upper is not None)
+                conn.execute(sql, (*(lower or ()), *(upper or ())))
+    finally:
+        conn.close()
+    return path
