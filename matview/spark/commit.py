@@ -34,6 +34,10 @@ MAX_ATTACHED = 120
 #: the driver connection's page cache in the final transaction (KiB): a constant, so the driver's
 #: memory does not grow with the rows loaded
 WRITE_CACHE_KIB = 128 * 1024
+#: each ATTACHed part file's page cache (KiB): they are read once, in order, so a small one costs
+#: nothing, and SQLite's default (2 MiB each) would let the driver's memory grow with the number
+#: of part files
+PART_CACHE_KIB = 256
 
 
 @dataclass
@@ -78,6 +82,7 @@ def commit(db: str, mode: str, loads: list[LoadedTable], jobs: list[ViewJob], me
     def attach(path: str) -> str:
         alias = f"__dbsp_part{len(aliases)}"
         raw.execute(f"ATTACH DATABASE ? AS {alias}", (path,))
+        raw.execute(f"PRAGMA {alias}.cache_size = -{PART_CACHE_KIB}")
         aliases.append(alias)
         return alias
 
