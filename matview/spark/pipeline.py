@@ -7,9 +7,11 @@ Phases (each timed in the returned `Summary`):
 2. load (Spark): each task writes its partition into a SQLite part file and runs the
    partitioned views' own CREATE on it, exporting their partial states (`tasks`);
 3. merge (Spark): partial states shuffled by (view, operator, key) and merged by the engine's
-   rules, written into merged part files;
-4. write (driver): one transaction ATTACHes the part files, INSERT…SELECTs the rows, writes
-   the merged states through the engine's own `emit` (`commit`);
+   rules, written into merged part files; beside it, the ordered states (MIN/MAX multisets)
+   of the part files merged by SQLite in tasks, one key range each (`tasks.merge_ordered`);
+4. write (driver): one transaction ATTACHes the part files, INSERT…SELECTs the rows, copies
+   the ordered-state ranges in key order, writes the merged states through the engine's own
+   `emit` (`commit`);
 5. local views (driver, same transaction, timed apart): the views Spark cannot compute by
    partitions, by the engine's own CREATE. A failure anywhere leaves the file as it was.
 """

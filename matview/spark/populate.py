@@ -2,8 +2,9 @@
 own code, so the file holds exactly what a local ``CREATE MATERIALIZED VIEW`` stores.
 
 * aggregate: the ordered state (MIN/MAX multisets) of every partition goes in first, weights
-  summed by SQLite's GROUP BY over the attached part files (the ordered state's own key); then the merged
-  group states go through `Aggregate.emit` — which re-seeks MIN/MAX, computes SUM/AVG from
+  summed by SQLite's GROUP BY over the part files under the ordered state's own key — by
+  Spark tasks, one key range each, copied here in key order, or else here over the attached
+  part files; then the merged group states go through `Aggregate.emit` — which re-seeks MIN/MAX, computes SUM/AVG from
   the exact sums, evaluates HAVING and post-aggregation expressions — exactly as the local
   set-at-a-time CREATE ends (`aggregate_sql.sql_step` → `emit`);
 * SELECT DISTINCT: each row's merged count and representative; its shown row once;

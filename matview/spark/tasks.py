@@ -2,10 +2,11 @@
 
 `load_partition` writes one partition of a source into a SQLite part file with the target
 table's DDL, then runs each partitioned view's own ``CREATE MATERIALIZED VIEW`` on that file
-and exports the group states it left (its ordered state stays in the part file: the driver
-sums its weights with SQLite's own GROUP BY). `write_merged` merges the partial states Spark
-shuffled together (with the engine's `merge` rules) and writes them into a part file of
-their own. Part files are scratch: a failed attempt's file is never read, because the driver
+and exports the group states it left (its ordered state stays in the part file).
+`write_merged` merges the partial states Spark shuffled together (with the engine's `merge`
+rules) and writes them into a part file of their own. `merge_ordered` sums the weights of one
+key range of the part files' ordered states with SQLite's own GROUP BY, into a file the driver
+copies whole. Part files are scratch: a failed attempt's file is never read, because the driver
 ATTACHes only the paths that finished tasks returned.
 
 This module must stay importable on the workers (functions defined in ``__main__`` are
