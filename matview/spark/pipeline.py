@@ -286,9 +286,17 @@ def _run_spark(
 
 
 def _ordered_views(load: LoadedTable, jobs: list[ViewJob]) -> list[ViewJob]:
-    """The partitioned aggregates over `load`: the views with an ordered state to merge."""
+    """The partitioned aggregates over `load` with MIN/MAX: the views with an ordered state to
+    merge (the others' is empty)."""
     table = fold(load.table)
-    return [j for j in jobs if j.partitioned_on == table and j.plan is not None and j.plan.kind == "aggregate"]
+    return [
+        j
+        for j in jobs
+        if j.partitioned_on == table
+        and j.plan is not None
+        and j.plan.kind == "aggregate"
+        and any(spec.func in ("min", "max") for spec in j.plan.aggs)
+    ]
 
 
 def _merge_ordered(
