@@ -379,6 +379,7 @@ def test_ordered_state_merged_in_key_ranges(spark: Any, tmp_path: Path, monkeypa
     from matview.spark import pipeline
 
     monkeypatch.setattr(pipeline, "ORDERED_RANGE_ROWS", 1)
+    monkeypatch.setattr(pipeline, "ORDERED_MIN_ENTRIES", 0)
     monkeypatch.setattr(pipeline, "ORDERED_RANGES_PER_CORE", 3)
     monkeypatch.setattr(pipeline, "MAX_ORDERED_RANGES", ranges)
     cuts: list[int] = []

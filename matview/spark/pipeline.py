@@ -50,6 +50,9 @@ SPLITS_PER_CORE = 4
 #: ordered-state entries per merge task (estimated); at most this many tasks per core and view
 #: (each range after the first costs the driver an ordinary INSERT instead of a whole copy)
 ORDERED_RANGE_ROWS = 100_000
+#: below this many ordered-state entries (estimated) the driver merges them itself: the job's
+#: fixed cost (~1 s on the 2-core box) exceeds the driver's merge (~0.5 s per million entries)
+ORDERED_MIN_ENTRIES = 500_000
 ORDERED_RANGES_PER_CORE = 1
 MAX_ORDERED_RANGES = 16
 #: at most this many merged part files (of partial states) per loaded table
@@ -311,9 +314,17 @@ def _merge_ordered(
     specs = [tasks.OrderedSpec(staging_dir, tuple(load.parts), tuple(entries)) for entries in ranges]
     if not specs:
         return
-    paths = _spark_call(
-        source, lambda: spark.sparkContext.parallelize(specs, len(specs)).map(tasks.merge_ordered).collect()
+    # one task per range, through the same Python runner as the other jobs (already warm: an
+    # RDD job's first run costs ~1.5 s more here)
+    found = _spark_call(
+        source,
+        lambda: (
+            spark.range(len(specs), numPartitions=len(specs))
+            .mapInArrow(functools.partial(tasks.merge_ordered_ranges, specs), tasks.ORDERED_DDL)
+            .collect()
+        ),
     )
+    paths = [str(row["path"]) for row in sorted(found, key=lambda row: int(row["index"]))]
     by_table = {names.ordered_state_table(j.name): j for j in views}
     for spec, path in zip(specs, paths, strict=True):
         for table, *_ in spec.views:
@@ -335,6 +346,8 @@ def _ordered_ranges(
             if ddl is None:
                 continue
             entries = int(scalar(conn, f"SELECT count(*) FROM main.{quote(table)}"))
+            if entries * parts < ORDERED_MIN_ENTRIES:
+                continue
             count = max(1, min(limit, entries, entries * parts // ORDERED_RANGE_ROWS))
             cuts: list[tasks.OrderedKey | None] = [None]
             for i in range(1, count):

@@ -235,6 +235,19 @@ class OrderedSpec:
     views: tuple[tuple[str, str, OrderedKey | None, OrderedKey | None], ...]
 
 
+ORDERED_SCHEMA = pa.schema([("index", pa.int64()), ("path", pa.string())])
+ORDERED_DDL = "index long, path string"
+
+
+def merge_ordered_ranges(specs: list[OrderedSpec], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow over ``spark.range(len(specs))``: each id is the index of a range of `specs`
+    to merge (`merge_ordered`); yields (index, path)."""
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            path = merge_ordered(specs[index])
+            yield pa.RecordBatch.from_pylist([{"index": index, "path": path}], schema=ORDERED_SCHEMA)
+
+
 def merge_ordered(spec: OrderedSpec) -> str:
     """A Spark task: one key range of each view's ordered state, merged from all load part
     files by SQLite (`populate.ordered_merge_sql`: the same statement the driver would run,
