@@ -47,12 +47,12 @@ MODES = ("create", "replace", "append")
 MIN_PARTITIONS = "spark.sql.files.minPartitionNum"
 #: file splits asked per core for the load job (each split: one task, one part file)
 SPLITS_PER_CORE = 4
-#: ordered-state entries per merge task (estimated); at most this many tasks per core and view
-#: (each range after the first costs the driver an ordinary INSERT instead of a whole copy)
-ORDERED_RANGE_ROWS = 100_000
 #: below this many ordered-state entries (estimated) the driver merges them itself: the job's
 #: fixed cost (~1 s on the 2-core box) exceeds the driver's merge (~0.5 s per million entries)
 ORDERED_MIN_ENTRIES = 500_000
+#: ordered-state entries per merge task (estimated); at most this many tasks per core and view
+#: (each range after the first costs the driver an ordinary INSERT instead of a whole copy)
+ORDERED_RANGE_ROWS = 100_000
 ORDERED_RANGES_PER_CORE = 1
 MAX_ORDERED_RANGES = 16
 #: at most this many merged part files (of partial states) per loaded table
