@@ -369,3 +369,61 @@ def test_existing_tables_with_index_and_generated_column(spark: Any, tmp_path: P
     assert conn.execute("SELECT count(*) FROM orders WHERE amount IS NOT price * qty").fetchone() == (0,)
     assert conn.execute("SELECT count(*), max(rowid) FROM orders").fetchone() == (1200, 1200)
     assert matview.connect(generated).view("amounts").verify()
+
+
+@pytest.mark.parametrize("ranges", [6, 0])
+def test_ordered_state_merged_in_key_ranges(spark: Any, tmp_path: Path, monkeypatch: Any, ranges: int) -> None:
+    """MIN/MAX multisets merged by Spark tasks, one key range each (here 6 per view, cut
+    inside groups and between storage kinds), or (0: no ATTACH slot left for them) by the
+    driver from the load part files: either gives the ordered state a local CREATE stores."""
+    from matview.spark import pipeline
+
+    monkeypatch.setattr(pipeline, "ORDERED_RANGE_ROWS", 1)
+    monkeypatch.setattr(pipeline, "ORDERED_MIN_ENTRIES", 0)
+    monkeypatch.setattr(pipeline, "ORDERED_RANGES_PER_CORE", 3)
+    monkeypatch.setattr(pipeline, "MAX_ORDERED_RANGES", ranges)
+    cuts: list[int] = []
+    cut = pipeline._ordered_ranges
+
+    def counted(*args: Any) -> Any:
+        out = cut(*args)
+        cuts.append(len(out))
+        return out
+
+    monkeypatch.setattr(pipeline, "_ordered_ranges", counted)
+    rnd = random.Random(5)
+    values = ["1", "1.0", "1.5", "2", "2.0", "x", "y", "", "-0.0", "0", "3e0", "abc"]
+    path = tmp_path / "m.csv"
+    lines = [f"{rnd.randint(0, 3)},{rnd.choice(values)},{rnd.randint(-50, 50)}" for _ in range(1200)]
+    path.write_text("g,k,v\n" + "\n".join(lines) + "\n")
+    db = str(tmp_path / "m.db")
+    conn = apsw.Connection(db)
+    conn.execute("CREATE TABLE m (g INTEGER, k NUMERIC, v INTEGER)")
+    conn.close()
+    views = {
+        "mixed": "SELECT g, min(k) AS lo, max(k) AS hi, min(v) AS lv, max(v) AS hv, count(*) AS n FROM m GROUP BY g",
+        "overall": "SELECT max(k) AS hi, min(v) AS lv, count(*) AS n FROM m",
+        "plain": "SELECT g, count(*) AS n FROM m GROUP BY g",
+    }
+    summary = backfill(spark, db, {"m": str(path)}, views=list(views.items()))
+    assert all(v.where == "spark (m)" for v in summary.views)
+    assert cuts == ([ranges] if ranges else [])
+    twin = str(tmp_path / "twin.db")
+    local_twin(db, twin, ["m"], views)
+    assert_same_state(db, twin, list(views))
+    ordered = (
+        "SELECT operator_id, key, ord, typeof(ord), kind, value, weight FROM {}.__dbsp_ostate_mixed ORDER BY 1, 2, 3, 5"
+    )
+    both = apsw.Connection(db)
+    both.execute("ATTACH ? AS twin", (twin,))
+    assert both.execute(ordered.format("main")).fetchall() == both.execute(ordered.format("twin")).fetchall()
+    if not ranges:
+        return
+    mine = matview.connect(db)
+    with mine:
+        mine.execute("DELETE FROM m WHERE rowid % 3 = 0")
+        mine.execute("UPDATE m SET k = 'zz' WHERE rowid % 7 = 1")
+    for name, sql in views.items():
+        assert_view_matches(mine, name, sql)
+        assert mine.view(name).verify()
+    mine.close()

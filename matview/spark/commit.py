@@ -34,6 +34,10 @@ MAX_ATTACHED = 120
 #: the driver connection's page cache in the final transaction (KiB): a constant, so the driver's
 #: memory does not grow with the rows loaded
 WRITE_CACHE_KIB = 128 * 1024
+#: each ATTACHed part file's page cache (KiB): they are read once, in order, so a small one costs
+#: nothing, and SQLite's default (2 MiB each) would let the driver's memory grow with the number
+#: of part files
+PART_CACHE_KIB = 256
 
 
 @dataclass
@@ -62,8 +66,14 @@ def table_exists(conn: apsw.Connection, table: str) -> bool:
     )
 
 
+def attached_count(loads: list[LoadedTable], jobs: list[ViewJob], merged: list[str]) -> int:
+    """How many files the final transaction ATTACHes."""
+    ordered = {p for job in jobs for p in job.ordered_parts}
+    return sum(len(load.parts) for load in loads) + len(merged) + len(ordered)
+
+
 def commit(db: str, mode: str, loads: list[LoadedTable], jobs: list[ViewJob], merged: list[str]) -> Written:
-    if sum(len(load.parts) for load in loads) + len(merged) > MAX_ATTACHED:
+    if attached_count(loads, jobs, merged) > MAX_ATTACHED:
         raise Error(f"more than {MAX_ATTACHED} part files: use fewer Spark partitions")
     conn = matview.connect(db)
     raw = conn.apsw
@@ -72,6 +82,7 @@ def commit(db: str, mode: str, loads: list[LoadedTable], jobs: list[ViewJob], me
     def attach(path: str) -> str:
         alias = f"__dbsp_part{len(aliases)}"
         raw.execute(f"ATTACH DATABASE ? AS {alias}", (path,))
+        raw.execute(f"PRAGMA {alias}.cache_size = -{PART_CACHE_KIB}")
         aliases.append(alias)
         return alias
 
@@ -88,12 +99,14 @@ def commit(db: str, mode: str, loads: list[LoadedTable], jobs: list[ViewJob], me
                 loaded[fold(load.table)] = [attach(p) for p in load.parts]
                 _load_table(raw, registry, mode, load, loaded[fold(load.table)])
             merged_aliases = [attach(p) for p in merged]
+            ordered_aliases = {p: attach(p) for p in dict.fromkeys(p for job in jobs for p in job.ordered_parts)}
             registry.invalidate()
             for job in jobs:
                 started = time.perf_counter()
                 populate = None
                 if job.partitioned_on:
-                    populate = merged_populate(merged_aliases, loaded[job.partitioned_on], job.name)
+                    ordered = [ordered_aliases[p] for p in job.ordered_parts]
+                    populate = merged_populate(merged_aliases, loaded[job.partitioned_on], job.name, ordered)
                 if job.existing:
                     lifecycle.rebuild_view(raw, registry, job.name, populate)
                 else:

@@ -7,9 +7,11 @@ Phases (each timed in the returned `Summary`):
 2. load (Spark): each task writes its partition into a SQLite part file and runs the
    partitioned views' own CREATE on it, exporting their partial states (`tasks`);
 3. merge (Spark): partial states shuffled by (view, operator, key) and merged by the engine's
-   rules, written into merged part files;
-4. write (driver): one transaction ATTACHes the part files, INSERT…SELECTs the rows, writes
-   the merged states through the engine's own `emit` (`commit`);
+   rules, written into merged part files; beside it, the ordered states (MIN/MAX multisets)
+   of the part files merged by SQLite in tasks, one key range each (`tasks.merge_ordered`);
+4. write (driver): one transaction ATTACHes the part files, INSERT…SELECTs the rows, copies
+   the ordered-state ranges in key order, writes the merged states through the engine's own
+   `emit` (`commit`);
 5. local views (driver, same transaction, timed apart): the views Spark cannot compute by
    partitions, by the engine's own CREATE. A failure anywhere leaves the file as it was.
 """
@@ -22,14 +24,19 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import apsw
+
 import matview
+from matview import names
+from matview.db import scalar
 from matview.errors import Error
-from matview.names import fold, is_internal
+from matview.names import fold, is_internal, quote
 from matview.spark import tasks
-from matview.spark.commit import LoadedTable, commit, table_exists, views_reading
+from matview.spark.commit import MAX_ATTACHED, LoadedTable, attached_count, commit, table_exists, views_reading
 from matview.spark.sources import Source, check_existing, read_source
 from matview.spark.views import ViewJob, classify, scratch_schema
 
@@ -40,6 +47,16 @@ MODES = ("create", "replace", "append")
 MIN_PARTITIONS = "spark.sql.files.minPartitionNum"
 #: file splits asked per core for the load job (each split: one task, one part file)
 SPLITS_PER_CORE = 4
+#: below this many ordered-state entries (estimated) the driver merges them itself: the job's
+#: fixed cost (~1 s on the 2-core box) exceeds the driver's merge (~0.5 s per million entries)
+ORDERED_MIN_ENTRIES = 500_000
+#: ordered-state entries per merge task (estimated); at most this many tasks per core and view
+#: (each range after the first costs the driver an ordinary INSERT instead of a whole copy)
+ORDERED_RANGE_ROWS = 100_000
+ORDERED_RANGES_PER_CORE = 1
+MAX_ORDERED_RANGES = 16
+#: at most this many merged part files (of partial states) per loaded table
+MERGED_PARTS = 8
 ViewArg = str | tuple[str, str]
 
 
@@ -221,7 +238,7 @@ def _run_spark(
     driver_version = tasks.versions()
     cap = max(1, 96 // len(sources))
     merged: list[str] = []
-    for source, load in zip(sources, loads, strict=True):
+    for index, (source, load) in enumerate(zip(sources, loads, strict=True)):
         started = time.perf_counter()
         partitioned = [j for j in jobs if j.partitioned_on == fold(load.table)]
         spec = tasks.LoadSpec(
@@ -251,10 +268,103 @@ def _run_spark(
         if partitioned:
             started = time.perf_counter()
             plans = tuple((j.name, j.plan.to_dict()) for j in partitioned if j.plan is not None)
-            merged += _merge(source, out, tasks.MergeSpec(staging_dir, plans))
+            # the ordered states' job runs beside the states' (each is short: run together,
+            # their tasks share the cores and neither waits for the other's scheduling)
+            later = len(sources) - 1 - index
+            room = MAX_ATTACHED - attached_count(loads, jobs, merged) - MERGED_PARTS - later * (cap + MERGED_PARTS + 1)
+            limit = min(room, ORDERED_RANGES_PER_CORE * spark.sparkContext.defaultParallelism, MAX_ORDERED_RANGES)
+            views = _ordered_views(load, jobs)
+            with ThreadPoolExecutor(1) as pool:
+                ordered = (
+                    pool.submit(_merge_ordered, spark, source, load, views, limit, staging_dir)
+                    if views and load.parts and limit >= 1
+                    else None
+                )
+                merged += _merge(source, out, tasks.MergeSpec(staging_dir, plans))
+                if ordered is not None:
+                    ordered.result()
             summary.phases["merge"] += time.perf_counter() - started
         out.unpersist()
     return merged
+
+
+def _ordered_views(load: LoadedTable, jobs: list[ViewJob]) -> list[ViewJob]:
+    """The partitioned aggregates over `load` with MIN/MAX: the views with an ordered state to
+    merge (the others' is empty)."""
+    table = fold(load.table)
+    return [
+        j
+        for j in jobs
+        if j.partitioned_on == table
+        and j.plan is not None
+        and j.plan.kind == "aggregate"
+        and any(spec.func in ("min", "max") for spec in j.plan.aggs)
+    ]
+
+
+def _merge_ordered(
+    spark: SparkSession, source: Source, load: LoadedTable, views: list[ViewJob], limit: int, staging_dir: str
+) -> None:
+    """Merge the ordered states (MIN/MAX multisets) of `views` in Spark tasks, at most `limit`
+    key ranges per view, split at quantiles of the largest part file: the driver then only
+    copies them in key order (`ViewJob.ordered_parts`) instead of merging every part file's
+    entries itself. Without ATTACH slots for them (`limit` 0), the driver merges."""
+    largest = max(load.parts, key=os.path.getsize)
+    ranges = _ordered_ranges(largest, views, len(load.parts), limit)
+    specs = [tasks.OrderedSpec(staging_dir, tuple(load.parts), tuple(entries)) for entries in ranges]
+    if not specs:
+        return
+    # one task per range, through the same Python runner as the other jobs (already warm: an
+    # RDD job's first run costs ~1.5 s more here)
+    found = _spark_call(
+        source,
+        lambda: (
+            spark.range(len(specs), numPartitions=len(specs))
+            .mapInArrow(functools.partial(tasks.merge_ordered_ranges, specs), tasks.ORDERED_DDL)
+            .collect()
+        ),
+    )
+    paths = [str(row["path"]) for row in sorted(found, key=lambda row: int(row["index"]))]
+    by_table = {names.ordered_state_table(j.name): j for j in views}
+    for spec, path in zip(specs, paths, strict=True):
+        for table, *_ in spec.views:
+            by_table[table].ordered_parts.append(str(path))
+
+
+def _ordered_ranges(
+    sample: str, views: list[ViewJob], parts: int, limit: int
+) -> list[list[tuple[str, str, tasks.OrderedKey | None, tasks.OrderedKey | None]]]:
+    """Per task, the (table, DDL, lower, upper) key ranges it merges: each view's ordered state
+    cut into up to `limit` ranges of about `ORDERED_RANGE_ROWS` entries, at the quantiles of
+    its entries in the part file `sample` (which holds `1/parts` of the rows, roughly)."""
+    conn = apsw.Connection(sample, flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        out: list[list[tuple[str, str, tasks.OrderedKey | None, tasks.OrderedKey | None]]] = []
+        for job in views:
+            table = names.ordered_state_table(job.name)
+            ddl = scalar(conn, "SELECT sql FROM main.sqlite_master WHERE type = 'table' AND name = ?", (table,))
+            if ddl is None:
+                continue
+            entries = int(scalar(conn, f"SELECT count(*) FROM main.{quote(table)}"))
+            if entries * parts < ORDERED_MIN_ENTRIES:
+                continue
+            count = max(1, min(limit, entries, entries * parts // ORDERED_RANGE_ROWS))
+            cuts: list[tasks.OrderedKey | None] = [None]
+            for i in range(1, count):
+                cut = conn.execute(
+                    f"SELECT operator_id, key, ord, kind FROM main.{quote(table)} "
+                    "ORDER BY operator_id, key, ord, kind LIMIT 1 OFFSET ?",
+                    (entries * i // count,),
+                ).fetchone()
+                cuts.append(tuple(cut))  # type: ignore[arg-type]
+            cuts.append(None)
+            for i in range(count):
+                if len(out) <= i:
+                    out.append([])
+                out[i].append((table, str(ddl), cuts[i], cuts[i + 1]))
+        return out
+    finally:
+        conn.close()
 
 
 def _checkpointed(frame: DataFrame, load_fn: object) -> DataFrame:
@@ -286,7 +396,7 @@ def _merge(source: Source, out: DataFrame, spec: tasks.MergeSpec) -> list[str]:
         present = set(frame.columns)
         return frame.select(*(f.col(c) if c in present else f.lit(None).cast(typed[c]).alias(c) for c in columns))
 
-    unified = shaped(states).unionByName(shaped(rows)).coalesce(8)
+    unified = shaped(states).unionByName(shaped(rows)).coalesce(MERGED_PARTS)
     found = _spark_call(
         source, lambda: unified.mapInArrow(functools.partial(tasks.write_merged, spec), tasks.PART_DDL).collect()
     )

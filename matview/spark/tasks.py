@@ -2,10 +2,11 @@
 
 `load_partition` writes one partition of a source into a SQLite part file with the target
 table's DDL, then runs each partitioned view's own ``CREATE MATERIALIZED VIEW`` on that file
-and exports the group states it left (its ordered state stays in the part file: the driver
-sums its weights with SQLite's own GROUP BY). `write_merged` merges the partial states Spark
-shuffled together (with the engine's `merge` rules) and writes them into a part file of
-their own. Part files are scratch: a failed attempt's file is never read, because the driver
+and exports the group states it left (its ordered state stays in the part file).
+`write_merged` merges the partial states Spark shuffled together (with the engine's `merge`
+rules) and writes them into a part file of their own. `merge_ordered` sums the weights of one
+key range of the part files' ordered states with SQLite's own GROUP BY, into a file the driver
+copies whole. Part files are scratch: a failed attempt's file is never read, because the driver
 ATTACHes only the paths that finished tasks returned.
 
 This module must stay importable on the workers (functions defined in ``__main__`` are
@@ -216,3 +217,54 @@ def write_merged(spec: MergeSpec, batches: Iterator[pa.RecordBatch]) -> Iterator
         conn.execute("COMMIT")
         conn.close()
         yield pa.RecordBatch.from_pylist([{"path": path, "rows": count, "states": states}], schema=PART_SCHEMA)
+
+
+#: an ordered-state key: (operator_id, key, ord, kind)
+OrderedKey = tuple[int, bytes, Any, int]
+
+
+@dataclass(frozen=True)
+class OrderedSpec:
+    """One key range of the ordered states (MIN/MAX multisets) of partitioned views: their
+    entries in every load part file, weights summed, written in key order into a file of
+    its own that the driver copies whole (`merge_ordered`)."""
+
+    staging: str
+    parts: tuple[str, ...]  # the load part files (each holds every view's partial ordered state)
+    #: (ordered-state table, its DDL, lower bound (inclusive) or None, upper bound (exclusive) or None)
+    views: tuple[tuple[str, str, OrderedKey | None, OrderedKey | None], ...]
+
+
+ORDERED_SCHEMA = pa.schema([("index", pa.int64()), ("path", pa.string())])
+ORDERED_DDL = "index long, path string"
+
+
+def merge_ordered_ranges(specs: list[OrderedSpec], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow over ``spark.range(len(specs))``: each id is the index of a range of `specs`
+    to merge (`merge_ordered`); yields (index, path)."""
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            path = merge_ordered(specs[index])
+            yield pa.RecordBatch.from_pylist([{"index": index, "path": path}], schema=ORDERED_SCHEMA)
+
+
+def merge_ordered(spec: OrderedSpec) -> str:
+    """A Spark task: one key range of each view's ordered state, merged from all load part
+    files by SQLite (`populate.ordered_merge_sql`: the same statement the driver would run,
+    restricted to the range) into a new file; its path."""
+    from matview.spark.populate import ordered_merge_sql
+
+    path = _part_path(spec.staging, "ordered")
+    conn = _scratch(path)
+    try:
+        for i, part in enumerate(spec.parts):
+            conn.execute(f"ATTACH DATABASE ? AS p{i}", (part,))
+        aliases = [f"p{i}" for i in range(len(spec.parts))]
+        with conn:
+            for table, ddl, lower, upper in spec.views:
+                conn.execute(ddl)
+                sql = ordered_merge_sql(f"main.{quote(table)}", table, aliases, lower is not None, upper is not None)
+                conn.execute(sql, (*(lower or ()), *(upper or ())))
+    finally:
+        conn.close()
+    return path

@@ -19,7 +19,7 @@ load, in the same final transaction. Never approximately.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import apsw
 
@@ -39,6 +39,9 @@ class ViewJob:
     plan: Plan | None = None  # compiled against the loaded schema; None: compiled in the final transaction
     partitioned_on: str | None = None  # the loaded table whose parts compute it
     reason: str = ""  # why it is computed locally
+    #: its ordered state merged by Spark: one file per key range, in key order (empty: the
+    #: driver merges the load part files' ordered states itself)
+    ordered_parts: list[str] = field(default_factory=list)
 
     @property
     def where(self) -> str:
