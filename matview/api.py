@@ -107,6 +107,8 @@ class Connection:
             return self._create_index_on_view(index)
         if word in ("DROP", "ALTER"):
             self._refuse_base_ddl(sql)
+        if word in _WRITES and self.registry.lost_capture:
+            self._repair_capture()
         if word in _FOLD_BEFORE and not self.apsw.get_autocommit():
             self._fold(commit=True)
         elif word in _WRITES and self.apsw.get_autocommit() and views:
@@ -142,6 +144,8 @@ class Connection:
         self._changes = None
         views = self.registry.sync_shadows()
         word = statements.first_word(sql)
+        if word in _WRITES and self.registry.lost_capture:
+            self._repair_capture()
         if word in _WRITES and self.apsw.get_autocommit() and views:
             with self:
                 result = self.apsw.executemany(sql, sequence)
@@ -162,6 +166,13 @@ class Connection:
             and statements.first_word(sql) in _WRITES
         ):
             self.apsw.execute(f"UPDATE {quote(names.META)} SET key = key WHERE 0")  # (no row: only the lock)
+
+    def _repair_capture(self) -> None:
+        """A base table's delta log is gone (a damaged file): re-create it before a write, which
+        SQLite would fail (see `lifecycle.repair_capture`)."""
+        with self:
+            lifecycle.repair_capture(self.apsw, self.registry)
+        self.registry.sync_shadows()
 
     def _autocommit_write(self, sql: str, params: Any) -> Rows:
         """One write in autocommit mode: the write and its fold commit together."""
