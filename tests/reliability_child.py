@@ -13,7 +13,10 @@ MODES
   stock_reader  reads every view's plain view through stdlib sqlite3 the same way
 
 Writers print ``C <txn>`` for every committed transaction. ``locked`` counts "database is
-locked" errors that reached the program (through matview: a failure of the guarantee).
+locked" errors that reached the program (through matview: a failure of the guarantee; a
+stock writer retries its transaction). Writers and readers of both kinds wait for a busy
+lock for the same time: $RELIABILITY_BUSY_TIMEOUT_MS (default 30,000 ms; SQLite gives up
+after it, whoever the client).
 """
 
 from __future__ import annotations
@@ -21,9 +24,13 @@ from __future__ import annotations
 import os
 import random
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+
+
+BUSY_TIMEOUT_MS = int(os.environ.get("RELIABILITY_BUSY_TIMEOUT_MS", "30000"))
 
 
 def say(*words: object) -> None:
@@ -50,7 +57,7 @@ def stock_writer(db: str, first: int, count: int, seed: int) -> None:
     import sqlite3
 
     rng = random.Random(seed)
-    conn = sqlite3.connect(db, timeout=30, isolation_level=None)
+    conn = sqlite3.connect(db, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     committed = locked = 0
     for txn in range(first, first + count):
         rows = stock_rows(rng, txn)
@@ -80,7 +87,7 @@ def stock_reader(db: str, seed: int) -> None:
     sys.path.insert(0, str(HERE))
     from reliability_workload import VIEWS  # (plain data: no apsw, no matview)
 
-    conn = sqlite3.connect(db, timeout=30, isolation_level=None)
+    conn = sqlite3.connect(db, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     reads = locked = 0
     while not Path(db + ".stop").exists():
         for name in VIEWS:
@@ -103,6 +110,8 @@ def matview_child(mode: str, db: str, first: int, count: int, seed: int) -> None
 
     rng = random.Random(seed)
     conn = open_connection(Path(db))
+    if mode != "kill":
+        conn.apsw.set_busy_timeout(BUSY_TIMEOUT_MS)
     journal = str(conn.execute("PRAGMA journal_mode").fetchone()[0])
     say("READY")
     if mode == "kill":
@@ -117,13 +126,18 @@ def matview_child(mode: str, db: str, first: int, count: int, seed: int) -> None
     committed = locked = 0
     if mode == "writer":
         for txn in range(first, first + count):
+            began = time.monotonic()
             try:
                 write_txn(conn, rng, txn)
             except (apsw.BusyError, matview.Error) as exc:
                 if "locked" not in str(exc) and not isinstance(exc, apsw.BusyError):
                     raise
                 locked += 1
-                say("L", txn, repr(exc)[:200])
+                # how long it waited, and SQLite's extended code: the busy timeout expiring
+                # (SQLite's own limit) or a BUSY that skipped the busy handler
+                waited = time.monotonic() - began
+                code = getattr(exc, "extendedresult", None)
+                say("L", txn, f"after {waited:.2f} s (extended code {code})", repr(exc)[:200], where(exc))
                 continue
             committed += 1
             say("C", txn)
