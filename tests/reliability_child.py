@@ -6,7 +6,8 @@ MODES
   kill          the mixed workload of `reliability_workload` (writes, flushes, CREATE/DROP,
                 REFRESH, checkpoints, reads) through matview, endlessly, until SIGKILLed;
                 prints ``B <txn>`` before a write transaction and ``C <txn>`` once it committed
-  writer        COUNT write transactions through matview, then ``DONE <committed> <locked>``
+  writer        COUNT write transactions through matview (a flush every 100th, a REFRESH every
+                500th), then ``DONE <committed> <locked>``
   stock_writer  COUNT write transactions through stdlib sqlite3 (matview never imported), the
                 same rows, retrying a transaction SQLite reports busy, as a stock program would
   reader        reads every view through matview until DB.stop exists; ``DONE <reads> <locked>``
@@ -25,6 +26,7 @@ import os
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -101,6 +103,27 @@ def stock_reader(db: str, seed: int) -> None:
     say("DONE", reads, locked)
 
 
+def lock_error(what: object, step: Callable[[], object]) -> bool:
+    """Run `step`; True (and an ``L`` line: how long it waited, SQLite's extended code, where)
+    when "database is locked" reached the program."""
+    import apsw
+
+    import matview
+
+    began = time.monotonic()
+    try:
+        step()
+    except (apsw.BusyError, matview.Error) as exc:
+        if "locked" not in str(exc) and not isinstance(exc, apsw.BusyError):
+            raise
+        # the busy timeout expiring (SQLite's own limit) or a BUSY that skipped the busy handler
+        waited = time.monotonic() - began
+        code = getattr(exc, "extendedresult", None)
+        say("L", what, f"after {waited:.2f} s (extended code {code})", repr(exc)[:200], where(exc))
+        return True
+    return False
+
+
 def matview_child(mode: str, db: str, first: int, count: int, seed: int) -> None:
     sys.path[:0] = [str(HERE), str(HERE.parent)]
     import apsw
@@ -126,21 +149,18 @@ def matview_child(mode: str, db: str, first: int, count: int, seed: int) -> None
     committed = locked = 0
     if mode == "writer":
         for txn in range(first, first + count):
-            began = time.monotonic()
-            try:
-                write_txn(conn, rng, txn)
-            except (apsw.BusyError, matview.Error) as exc:
-                if "locked" not in str(exc) and not isinstance(exc, apsw.BusyError):
-                    raise
+            if lock_error(txn, lambda txn=txn: write_txn(conn, rng, txn)):
                 locked += 1
-                # how long it waited, and SQLite's extended code: the busy timeout expiring
-                # (SQLite's own limit) or a BUSY that skipped the busy handler
-                waited = time.monotonic() - began
-                code = getattr(exc, "extendedresult", None)
-                say("L", txn, f"after {waited:.2f} s (extended code {code})", repr(exc)[:200], where(exc))
                 continue
             committed += 1
             say("C", txn)
+            # now and then matview's own writes, which read before they write: a flush, a
+            # REFRESH (rebuilding a view holds the lock a while: the other writers wait)
+            if txn % 100 == 99:
+                locked += lock_error(f"flush after {txn}", conn.flush)
+            if txn % 500 == 499:
+                refresh = f"REFRESH MATERIALIZED VIEW {rng.choice(['v_agg', 'v_minmax', 'v_left'])}"
+                locked += lock_error(f"{refresh} after {txn}", lambda sql=refresh: conn.execute(sql))
         say("DONE", committed, locked)
         return
     reads = 0
