@@ -1,13 +1,14 @@
 """The child process of the resource-limit runs (``tests/big_views.py``).
 
-Usage: python big_view_child.py MODE DB VIEW...
+Usage: python big_view_child.py measure DB VIEW...
+       python big_view_child.py create|refresh DB VIEW AT
 
 MODES
   measure     CREATE MATERIALIZED VIEW each VIEW, then REFRESH each; after every statement
               ``T <statement> <view> <seconds> <peak RSS kB> <progress reports>``
-  create      CREATE the first VIEW, printing ``P <n>`` at each progress report (the parent
-              sends SIGINT after some); then ``OUTCOME <what>``: ``interrupted <exception>``
-              or ``finished``, and ``USABLE`` once the connection read the base table again
+  create      CREATE VIEW; at its AT-th progress report print ``P <AT>`` and wait there for
+              the parent's SIGINT; then ``OUTCOME <what>``: ``interrupted <exception>`` or
+              ``finished``, and ``USABLE`` once the connection read the base table again
   refresh     the same with REFRESH
 """
 
@@ -68,13 +69,17 @@ def measure(conn: matview.Connection, views: list[str]) -> None:
             say("T", kind, view, f"{time.monotonic() - began:.1f}", peak_rss_kb(), reports)
 
 
-def interrupted(conn: matview.Connection, kind: str, view: str) -> None:
+def interrupted(conn: matview.Connection, kind: str, view: str, at: int) -> None:
     reports = 0
 
     def report(_progress: Progress) -> None:
         nonlocal reports
         reports += 1
-        say("P", reports)
+        if reports == at:
+            # wait here, mid-statement, for the parent's SIGINT (a parent that read a stream
+            # of reports would send it late, after a short statement had finished)
+            say("P", reports)
+            time.sleep(120)
 
     try:
         with conn.progress(report):
@@ -96,7 +101,7 @@ def main() -> None:
         if mode == "measure":
             measure(conn, views)
         else:
-            interrupted(conn, mode, views[0])
+            interrupted(conn, mode, views[0], int(views[1]))
     finally:
         conn.close()
 

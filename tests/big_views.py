@@ -115,9 +115,9 @@ def measure(path: Path, timeout: float) -> list[tuple[str, str, float, int, int]
 
 def interrupt(path: Path, kind: str, view: str, after_reports: int, timeout: float) -> tuple[str, bool, str]:
     """Run `kind` ("create" or "refresh") of `view` in a child and send it SIGINT at its
-    `after_reports`-th progress report: (its outcome line, whether it read the file again
-    afterwards, its stderr)."""
-    child = _child(kind, str(path), view)
+    `after_reports`-th progress report (where it waits for it): (its outcome line, whether
+    it read the file again afterwards, its stderr)."""
+    child = _child(kind, str(path), view, str(after_reports))
     assert child.stdout is not None and child.stderr is not None
     lines: list[str] = []
     deadline = time.monotonic() + timeout
