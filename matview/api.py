@@ -34,6 +34,7 @@ from matview_ext.vtable import Module
 
 _WRITES = {"INSERT", "UPDATE", "DELETE", "REPLACE"}
 _FOLD_BEFORE = {"COMMIT", "END", "RELEASE"}
+_MATERIALIZED = {"CREATE", "DROP", "REFRESH"}  # (first words of the MATERIALIZED VIEW statements)
 _READS = {"SELECT", "WITH", "VALUES", "EXPLAIN", "PRAGMA"}
 _savepoints = itertools.count()
 
@@ -107,6 +108,8 @@ class Connection:
             return self._create_index_on_view(index)
         if word in ("DROP", "ALTER"):
             self._refuse_base_ddl(sql)
+        if word in _WRITES and self.registry.lost_capture:
+            self._repair_capture()
         if word in _FOLD_BEFORE and not self.apsw.get_autocommit():
             self._fold(commit=True)
         elif word in _WRITES and self.apsw.get_autocommit() and views:
@@ -142,6 +145,8 @@ class Connection:
         self._changes = None
         views = self.registry.sync_shadows()
         word = statements.first_word(sql)
+        if word in _WRITES and self.registry.lost_capture:
+            self._repair_capture()
         if word in _WRITES and self.apsw.get_autocommit() and views:
             with self:
                 result = self.apsw.executemany(sql, sequence)
@@ -154,14 +159,25 @@ class Connection:
         matview reads the schema. SQLite waits for a busy lock (the busy timeout) only when
         a transaction has read nothing yet; a transaction that read first and then writes
         gets "database is locked" at once, as soon as another connection writes. A stock
-        client's `BEGIN; INSERT …` waits, so a matview client's must too."""
-        if (
-            self.registry.views
-            and not self.apsw.get_autocommit()
-            and self.apsw.txn_state("main") == apsw.SQLITE_TXN_NONE
-            and statements.first_word(sql) in _WRITES
-        ):
+        client's `BEGIN; INSERT …` waits, so a matview client's must too (and so must its
+        CREATE/DROP/REFRESH MATERIALIZED VIEW, which write)."""
+        if self.apsw.get_autocommit():
+            return
+        word = statements.first_word(sql)
+        if word in _WRITES or (word in _MATERIALIZED and statements.parse_materialized(sql) is not None):
+            self._take_write_lock()
+
+    def _take_write_lock(self) -> None:
+        """Inside an open transaction that has not touched the file yet: take the write lock."""
+        if self.registry.views and self.apsw.txn_state("main") == apsw.SQLITE_TXN_NONE:
             self.apsw.execute(f"UPDATE {quote(names.META)} SET key = key WHERE 0")  # (no row: only the lock)
+
+    def _repair_capture(self) -> None:
+        """A base table's delta log is gone (a damaged file): re-create it before a write, which
+        SQLite would fail (see `lifecycle.repair_capture`)."""
+        with self._writing():
+            lifecycle.repair_capture(self.apsw, self.registry)
+        self.registry.sync_shadows()
 
     def _autocommit_write(self, sql: str, params: Any) -> Rows:
         """One write in autocommit mode: the write and its fold commit together."""
@@ -178,7 +194,7 @@ class Connection:
             raise Error(f"{type(exc).__name__}: {exc}") from exc
 
     def _run_materialized_statement(self, statement: Any) -> None:
-        with self:
+        with self._writing():
             if isinstance(statement, statements.CreateView):
                 self._fold_views(self._subscribed())  # its upstreams may fold: their ΔV is recorded
                 unknown = set(statement.options) - {"maintenance", "indexes"}
@@ -357,21 +373,42 @@ class Connection:
     def flush(self) -> None:
         """Fold every pending delta of every view now (deferred views included)."""
         if self.apsw.get_autocommit():
-            with self:
+            with self._writing():
                 self._fold(commit=False)
         else:
             self._fold(commit=False)
 
     # -- transactions -----------------------------------------------------------------
     def __enter__(self) -> Connection:
+        self._begin(immediate=False)
+        return self
+
+    def _begin(self, immediate: bool) -> None:
         if self.apsw.get_autocommit():
-            self.apsw.execute("BEGIN")
+            # (a read-only file takes no write lock: BEGIN IMMEDIATE would fail even with nothing to write)
+            self.apsw.execute("BEGIN IMMEDIATE" if immediate and not self.apsw.readonly("main") else "BEGIN")
             self._depth.append(None)
         else:
+            if immediate:
+                self._take_write_lock()
             name = quote(f"__dbsp_with_{next(_savepoints)}")
             self.apsw.execute(f"SAVEPOINT {name}")
             self._depth.append(name)
-        return self
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """`with self` for matview's own writes (CREATE/DROP/REFRESH, flush, repairs), which
+        read the catalog and pending deltas before they write: the write lock is taken first.
+        SQLite waits for a busy lock (the busy timeout) only in a transaction that has read
+        nothing yet; one that read and then writes fails at once with "database is locked"
+        while another connection writes, where a stock client's write would have waited."""
+        self._begin(immediate=True)
+        try:
+            yield
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        self.__exit__(None, None, None)
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         name = self._depth.pop()

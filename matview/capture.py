@@ -174,6 +174,25 @@ def remove_capture(conn: apsw.Connection, table: str) -> None:
     conn.execute(f"DROP TABLE IF EXISTS {quote(names.preimage_table(table))}")
 
 
+def missing_tables(conn: apsw.Connection, wanted: list[str]) -> list[str]:
+    """Those of `wanted` (matview's tables) that are not in main (a damaged file)."""
+    marks = ", ".join("?" * len(wanted))
+    found = {
+        names.fold(str(name))
+        for (name,) in conn.execute(
+            f"SELECT name FROM main.sqlite_master WHERE type = 'table' AND name COLLATE NOCASE IN ({marks})", wanted
+        )
+    }
+    return [name for name in wanted if names.fold(name) not in found]
+
+
+def missing_capture_tables(conn: apsw.Connection, table: str) -> list[str]:
+    """The delta log and preimage table of `table` that are gone while its triggers stay:
+    every write of `table` then fails in SQLite (the triggers name them), and the deltas not
+    yet folded are lost."""
+    return missing_tables(conn, [names.delta_table(table), names.preimage_table(table)])
+
+
 def capture_installed(conn: apsw.Connection, table: str) -> bool:
     """True when every capture trigger of `table` exists (a DROP TABLE removes them)."""
     wanted = [names.trigger(table, e) for e in CAPTURE_EVENTS]

@@ -12,7 +12,7 @@ from dataclasses import replace
 import apsw
 
 from matview import catalog, names, readable, upstream
-from matview.capture import capture_installed, install_capture, remove_capture
+from matview.capture import capture_installed, install_capture, missing_capture_tables, remove_capture
 from matview.catalog import ViewEntry
 from matview.circuit import Circuit
 from matview.db import ENVIRONMENT_ERRORS, describe, savepoint, scalar
@@ -222,6 +222,26 @@ def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: b
     registry.invalidate()
 
 
+def repair_capture(conn: apsw.Connection, registry: Registry) -> None:
+    """Re-create the lost delta logs and preimage tables of `registry.lost_capture` (a damaged
+    file: SQLite fails every write of such a table, since its triggers name them), so that a
+    base write is never blocked by a view. The views of those tables lost their pending deltas:
+    each is marked as needing REFRESH, in the same transaction."""
+    lost = dict(registry.lost_capture)
+    views = {fold(v.name): v for table in lost.values() for v in registry.views_on(table)}
+    with savepoint(conn):
+        for table in lost.values():
+            install_capture(conn, read_table(conn, table))
+        for view in views.values():
+            if not view.entry.plan.needs_refresh:
+                reason = (
+                    f"materialized view {view.name}: the change log of a base table it reads was lost "
+                    f"(a damaged file; re-created for a write); REFRESH MATERIALIZED VIEW {quote(view.name)}"
+                )
+                catalog.update_plan(conn, view.name, replace(view.entry.plan, needs_refresh=reason))
+    registry.invalidate()
+
+
 def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
     """Recompute the view from scratch. When its base table was altered, or dropped and
     created again, change capture is rebuilt, and every view sharing that table is rebuilt
@@ -236,7 +256,8 @@ def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
         for table in view.entry.plan.base_tables:
             info = read_table(conn, table)
             stale = tuple(tuple(c) for c in info.signature) != view.entry.plan.signature(table)
-            if stale or not capture_installed(conn, table):
+            # (a damaged file may have lost the delta log or preimage table: their deltas with it)
+            if stale or not capture_installed(conn, table) or missing_capture_tables(conn, table):
                 for other in registry.views_on(table):
                     others.setdefault(fold(other.name), other)
                 remove_capture(conn, table)

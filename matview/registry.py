@@ -15,13 +15,13 @@ from typing import Any
 import apsw
 
 from matview import catalog, readable, upstream
-from matview.capture import capture_installed
+from matview.capture import capture_installed, missing_capture_tables, missing_tables
 from matview.catalog import ViewEntry
 from matview.circuit import Circuit
 from matview.db import scalar
 from matview.errors import SchemaChanged
 from matview.evaluator import Evaluator
-from matview.names import fold
+from matview.names import fold, ordered_state_table, state_table, view_table
 from matview.nodes import is_node
 from matview.plan import OutputColumn
 from matview.schema import read_table, view_sql
@@ -59,6 +59,9 @@ class Registry:
         self._groups: dict[tuple[str, ...], list[list[str]]] = {}  # `fold_groups` of a list of views, by name
         #: per view: the last pending ΔV a reader computed, and what it depended on (see `fold`)
         self.pending_deltas: dict[str, tuple[Any, ZSet[bytes]]] = {}
+        #: base tables whose delta log or preimage table is gone while their triggers stay (a
+        #: damaged file): SQLite fails every write of them until `lifecycle.repair_capture`
+        self.lost_capture: dict[str, str] = {}
 
     def functions_changed(self) -> None:
         """A SQL function was registered: views that waited for it may fold again."""
@@ -124,6 +127,7 @@ class Registry:
     def _load(self) -> None:
         entries = catalog.load_views(self.conn)
         views: dict[str, View] = {}
+        self.lost_capture = {}
         for key, entry in entries.items():
             old = self.views.get(key)
             if old is not None and old.entry.sql == entry.sql and old.entry.plan == entry.plan:
@@ -258,6 +262,14 @@ class Registry:
     def _validate(self, entry: ViewEntry) -> str | None:
         if entry.plan.needs_refresh:
             return entry.plan.needs_refresh
+        gone = missing_tables(
+            self.conn, [view_table(entry.name), state_table(entry.name), ordered_state_table(entry.name)]
+        )
+        if gone:
+            return (
+                f"materialized view {entry.name}: its table(s) {', '.join(gone)} are missing (a damaged file); "
+                "REFRESH MATERIALIZED VIEW re-creates them"
+            )
         for view_name, text in entry.plan.plain_views:
             now = view_sql(self.conn, view_name)
             if now != text:
@@ -280,6 +292,14 @@ class Registry:
                 return (
                     f"materialized view {entry.name}: its base table {table} was dropped and created again "
                     "(its change capture is gone); REFRESH MATERIALIZED VIEW or DROP it"
+                )
+            gone = missing_capture_tables(self.conn, table)
+            if gone:
+                self.lost_capture[fold(table)] = table
+                return (
+                    f"materialized view {entry.name}: the change log(s) {', '.join(gone)} of its base table {table} "
+                    "are missing (a damaged file: changes not yet folded are lost); REFRESH MATERIALIZED VIEW "
+                    "re-creates them and rebuilds every view of the table"
                 )
         for table in entry.base_tables:  # (those read through upstream views too: the catalog's own list)
             if table not in entry.plan.base_tables and not capture_installed(self.conn, table):

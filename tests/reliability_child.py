@@ -6,14 +6,18 @@ MODES
   kill          the mixed workload of `reliability_workload` (writes, flushes, CREATE/DROP,
                 REFRESH, checkpoints, reads) through matview, endlessly, until SIGKILLed;
                 prints ``B <txn>`` before a write transaction and ``C <txn>`` once it committed
-  writer        COUNT write transactions through matview, then ``DONE <committed> <locked>``
+  writer        COUNT write transactions through matview (a flush every 100th, a REFRESH every
+                500th), then ``DONE <committed> <locked>``
   stock_writer  COUNT write transactions through stdlib sqlite3 (matview never imported), the
                 same rows, retrying a transaction SQLite reports busy, as a stock program would
   reader        reads every view through matview until DB.stop exists; ``DONE <reads> <locked>``
   stock_reader  reads every view's plain view through stdlib sqlite3 the same way
 
 Writers print ``C <txn>`` for every committed transaction. ``locked`` counts "database is
-locked" errors that reached the program (through matview: a failure of the guarantee).
+locked" errors that reached the program (through matview: a failure of the guarantee; a
+stock writer retries its transaction). Writers and readers of both kinds wait for a busy
+lock for the same time: $RELIABILITY_BUSY_TIMEOUT_MS (default 30,000 ms; SQLite gives up
+after it, whoever the client).
 """
 
 from __future__ import annotations
@@ -21,9 +25,14 @@ from __future__ import annotations
 import os
 import random
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+
+
+BUSY_TIMEOUT_MS = int(os.environ.get("RELIABILITY_BUSY_TIMEOUT_MS", "30000"))
 
 
 def say(*words: object) -> None:
@@ -50,7 +59,7 @@ def stock_writer(db: str, first: int, count: int, seed: int) -> None:
     import sqlite3
 
     rng = random.Random(seed)
-    conn = sqlite3.connect(db, timeout=30, isolation_level=None)
+    conn = sqlite3.connect(db, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     committed = locked = 0
     for txn in range(first, first + count):
         rows = stock_rows(rng, txn)
@@ -80,7 +89,7 @@ def stock_reader(db: str, seed: int) -> None:
     sys.path.insert(0, str(HERE))
     from reliability_workload import VIEWS  # (plain data: no apsw, no matview)
 
-    conn = sqlite3.connect(db, timeout=30, isolation_level=None)
+    conn = sqlite3.connect(db, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     reads = locked = 0
     while not Path(db + ".stop").exists():
         for name in VIEWS:
@@ -94,6 +103,27 @@ def stock_reader(db: str, seed: int) -> None:
     say("DONE", reads, locked)
 
 
+def lock_error(what: object, step: Callable[[], object]) -> bool:
+    """Run `step`; True (and an ``L`` line: how long it waited, SQLite's extended code, where)
+    when "database is locked" reached the program."""
+    import apsw
+
+    import matview
+
+    began = time.monotonic()
+    try:
+        step()
+    except (apsw.BusyError, matview.Error) as exc:
+        if "locked" not in str(exc) and not isinstance(exc, apsw.BusyError):
+            raise
+        # the busy timeout expiring (SQLite's own limit) or a BUSY that skipped the busy handler
+        waited = time.monotonic() - began
+        code = getattr(exc, "extendedresult", None)
+        say("L", what, f"after {waited:.2f} s (extended code {code})", repr(exc)[:200], where(exc))
+        return True
+    return False
+
+
 def matview_child(mode: str, db: str, first: int, count: int, seed: int) -> None:
     sys.path[:0] = [str(HERE), str(HERE.parent)]
     import apsw
@@ -103,6 +133,8 @@ def matview_child(mode: str, db: str, first: int, count: int, seed: int) -> None
 
     rng = random.Random(seed)
     conn = open_connection(Path(db))
+    if mode != "kill":
+        conn.apsw.set_busy_timeout(BUSY_TIMEOUT_MS)
     journal = str(conn.execute("PRAGMA journal_mode").fetchone()[0])
     say("READY")
     if mode == "kill":
@@ -117,16 +149,18 @@ def matview_child(mode: str, db: str, first: int, count: int, seed: int) -> None
     committed = locked = 0
     if mode == "writer":
         for txn in range(first, first + count):
-            try:
-                write_txn(conn, rng, txn)
-            except (apsw.BusyError, matview.Error) as exc:
-                if "locked" not in str(exc) and not isinstance(exc, apsw.BusyError):
-                    raise
+            if lock_error(txn, lambda txn=txn: write_txn(conn, rng, txn)):
                 locked += 1
-                say("L", txn, repr(exc)[:200])
                 continue
             committed += 1
             say("C", txn)
+            # now and then matview's own writes, which read before they write: a flush, a
+            # REFRESH (rebuilding a view holds the lock a while: the other writers wait)
+            if txn % 100 == 99:
+                locked += lock_error(f"flush after {txn}", conn.flush)
+            if txn % 500 == 499:
+                refresh = f"REFRESH MATERIALIZED VIEW {rng.choice(['v_agg', 'v_minmax', 'v_left'])}"
+                locked += lock_error(f"{refresh} after {txn}", lambda sql=refresh: conn.execute(sql))
         say("DONE", committed, locked)
         return
     reads = 0

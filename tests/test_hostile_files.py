@@ -1,7 +1,7 @@
 """Hostile and damaged files: a precise matview.Error, never a crash, never anything executed
 but a re-validated SELECT; `matview verify` (a real process) finds the damage and REFRESH
-restores the view from its SELECT. Damage that matview cannot yet report or repair is pinned
-by strict expected failures (see docs/reliability.md).
+restores the view from its SELECT. A missing internal table (view, state, delta log) is a
+`SchemaChanged` naming it that never blocks a base write; REFRESH re-creates it.
 
 (The catalog from a newer format, a garbage plan blob, a missing format version and a dropped
 catalog are in tests/test_bad_input.py; names that need quoting in test_names_that_need_quoting_work.)
@@ -226,7 +226,7 @@ def test_fuzzed_catalog_rows_raise_matview_errors_only(tmp_path: Path) -> None:
         assert base_rows(path)[: len(before)] == before, context
 
 
-# ------------------------------------------------------------------- pinned: not reported or repaired yet
+# ------------------------------------------------------------------- missing internal tables, catalog tampering
 
 
 def test_refresh_restores_a_missing_state_table(tmp_path: Path) -> None:
@@ -240,38 +240,97 @@ def test_refresh_restores_a_missing_state_table(tmp_path: Path) -> None:
         conn.close()
 
 
-@pytest.mark.xfail(strict=True, reason="a missing ordered-state table is read as a raw apsw.SQLError")
-def test_a_missing_ordered_state_table_is_a_matview_error(tmp_path: Path) -> None:
-    path = damaged_file(tmp_path, "DROP TABLE __dbsp_ostate_v_minmax")
+@pytest.mark.parametrize(
+    "table",
+    ["__dbsp_ostate_v_minmax", "__dbsp_state_v_minmax", "__dbsp_view_v_minmax"],
+    ids=["ostate", "state", "view"],
+)
+def test_a_missing_internal_table_is_schema_changed_and_refresh_restores(tmp_path: Path, table: str) -> None:
+    """Regression: a missing ordered-state table was read as a raw apsw.SQLError (the fold
+    before the read wrote to it); a missing view table failed every base write. Now the view
+    cannot be maintained: its reads say which table is missing, base writes go on, the other
+    views stay exact, verify finds it and REFRESH re-creates it."""
+    path = damaged_file(tmp_path, f"DROP TABLE {table}")
+    before = base_rows(path)
     conn = matview.connect(str(path))
     try:
-        conn.execute("INSERT INTO t(txn, n, grp, val, note) VALUES (100, 1, 1, -9999, 'w')")
-        with pytest.raises(matview.Error):
+        with conn:  # a base write is never blocked by a view that cannot be maintained
+            conn.execute("INSERT INTO t(txn, n, grp, val, note) VALUES (100, 1, 1, -9999, 'w')")
+        conn.execute("INSERT INTO t(txn, n, grp, val, note) VALUES (101, 1, 2, 9999, 'w')")
+        with pytest.raises(matview.SchemaChanged, match=f"v_minmax.*{table}.*REFRESH"):
             conn.execute("SELECT * FROM v_minmax").fetchall()
+        for name, (_, sql) in VIEWS.items():
+            if name != "v_minmax":
+                assert_view_matches(conn, name, sql)
     finally:
         conn.close()
+    found = cli("verify", str(path))
+    assert found.returncode == 1 and "v_minmax" in found.stdout, found.stdout + found.stderr
+    assert "Traceback" not in found.stderr, found.stderr
+    assert cli("refresh", str(path), "v_minmax").returncode == 0
+    all_views_exact(path)
+    assert base_rows(path)[: len(before)] == before
+    assert cli("verify", str(path)).returncode == 0
 
 
-@pytest.mark.xfail(strict=True, reason="a missing view table fails base writes with a raw apsw.SQLError")
 def test_a_missing_view_table_never_blocks_base_writes(tmp_path: Path) -> None:
+    """Regression: with a view's table (and its plain view) dropped, every base write through
+    matview failed with a raw apsw.SQLError (the fold wrote to the missing table)."""
     path = damaged_file(tmp_path, "DROP VIEW v_agg", "DROP TABLE __dbsp_view_v_agg")
     conn = matview.connect(str(path))
     try:
         conn.execute("INSERT INTO t(txn, n, grp, val, note) VALUES (100, 1, 1, 1, 'w')")
+        with pytest.raises(matview.SchemaChanged, match="__dbsp_view_v_agg"):
+            conn.view("v_agg").verify()
+        conn.execute("REFRESH MATERIALIZED VIEW v_agg")
+        conn.execute("INSERT INTO t(txn, n, grp, val, note) VALUES (101, 1, 1, 1, 'w')")
     finally:
         conn.close()
+    all_views_exact(path)
 
 
-@pytest.mark.xfail(strict=True, reason="REFRESH does not re-create a missing delta table (capture)")
-def test_refresh_restores_a_missing_delta_table(tmp_path: Path) -> None:
-    path = damaged_file(tmp_path, "DROP TABLE __dbsp_delta_t")
+@pytest.mark.parametrize("table", ["__dbsp_delta_t", "__dbsp_preimage_t"], ids=["delta", "preimage"])
+def test_refresh_restores_a_missing_delta_table(tmp_path: Path, table: str) -> None:
+    """Regression: REFRESH did not re-create a missing delta log (its fold before the rebuild
+    read it: a raw SQLError). Every view of the table says what is missing; REFRESH of any of
+    them re-creates the capture and rebuilds them all (their pending deltas were lost)."""
+    path = damaged_file(tmp_path, f"DROP TABLE {table}")
+    before = base_rows(path)
     conn = matview.connect(str(path))
     try:
+        for name in ("v_agg", "v_minmax", "v_join", "v_over"):
+            with pytest.raises(matview.SchemaChanged, match=f"{table}.*REFRESH"):
+                conn.execute(f"SELECT * FROM {name}").fetchall()
         conn.execute("REFRESH MATERIALIZED VIEW v_agg")
         conn.execute("INSERT INTO t(txn, n, grp, val, note) VALUES (100, 1, 1, 1, 'w')")
     finally:
         conn.close()
     all_views_exact(path)
+    assert base_rows(path)[: len(before)] == before
+    assert cli("verify", str(path)).returncode == 0
+
+
+def test_a_missing_delta_table_never_blocks_base_writes(tmp_path: Path) -> None:
+    """With a base table's delta log gone and its triggers left, SQLite fails every write of
+    the table (the triggers name the log). A write through matview re-creates the log first
+    and marks the table's views as needing REFRESH (their pending deltas are lost): the
+    write goes on, the views say what they need, REFRESH restores each."""
+    path = damaged_file(tmp_path, "DROP TABLE __dbsp_delta_t")
+    conn = matview.connect(str(path))
+    try:
+        conn.execute("INSERT INTO t(txn, n, grp, val, note) VALUES (100, 1, 1, 1, 'w')")
+        with conn:
+            conn.executemany("INSERT INTO t(txn, n, grp, val, note) VALUES (?, 1, 2, 2, 'w')", [(101,), (102,)])
+        for name in ("v_agg", "v_minmax", "v_join", "v_over"):
+            with pytest.raises(matview.SchemaChanged, match="REFRESH"):
+                conn.execute(f"SELECT * FROM {name}").fetchall()
+        for name in VIEWS:
+            conn.execute(f"REFRESH MATERIALIZED VIEW {name}")
+    finally:
+        conn.close()
+    assert [r[1] for r in base_rows(path)][-3:] == [100, 101, 102]
+    all_views_exact(path)
+    assert cli("verify", str(path)).returncode == 0
 
 
 def test_a_statement_appended_to_a_plan_fragment_is_refused(tmp_path: Path) -> None:

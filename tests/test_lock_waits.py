@@ -8,12 +8,15 @@ concurrent writers: 35–79 of 100 matview transactions failed against three oth
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import apsw
+import pytest
 
 _HERE = Path(__file__).resolve().parent
 for _p in (str(_HERE), str(_HERE.parent)):
@@ -82,4 +85,62 @@ def test_a_reader_is_not_failed_by_a_catch_up_fold_it_cannot_lock(tmp_path: Path
         other.close()
     conn.execute("INSERT INTO t(grp, val) VALUES (6, 60)")
     assert_view_matches(conn, "v", VIEW)
+    conn.close()
+
+
+#: a stock sqlite3 program that holds the write lock for a moment (its own process)
+HOLDER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("INSERT INTO t(grp, val) VALUES (7, 70)")
+print("LOCKED", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("COMMIT")
+"""
+
+
+def _refresh_in_a_transaction(conn: matview.Connection) -> None:
+    with conn:
+        conn.execute("REFRESH MATERIALIZED VIEW v")
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        lambda conn: conn.execute("REFRESH MATERIALIZED VIEW v"),
+        lambda conn: conn.execute("REFRESH MATERIALIZED VIEW d"),
+        lambda conn: conn.flush(),
+        lambda conn: conn.execute("CREATE MATERIALIZED VIEW w AS SELECT grp, MAX(val) AS hi FROM t GROUP BY grp"),
+        lambda conn: conn.execute("DROP MATERIALIZED VIEW d"),
+        _refresh_in_a_transaction,
+    ],
+    ids=["refresh", "refresh-deferred", "flush", "create", "drop", "refresh-in-with"],
+)
+def test_matviews_own_writes_wait_for_a_lock_another_process_holds(
+    tmp_path: Path, action: Callable[[matview.Connection], object]
+) -> None:
+    """Regression: CREATE/DROP/REFRESH MATERIALIZED VIEW and flush() read the catalog and the
+    pending deltas before writing, so while another process held the write lock they failed
+    at once with "database is locked" where a stock writer waits (found diagnosing the
+    concurrency run's lock errors). They now take the write lock first and wait for it."""
+    path = make(tmp_path)
+    conn = matview.connect(path)
+    conn.execute(
+        "CREATE MATERIALIZED VIEW d WITH (maintenance = 'deferred') AS SELECT grp, MIN(val) AS lo FROM t GROUP BY grp"
+    )
+    conn.execute("INSERT INTO t(grp, val) VALUES (1, 10), (2, 20)")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, path, "0.5"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "LOCKED"
+        action(conn)  # waits for the holder's COMMIT (the busy timeout is 5 s)
+    finally:
+        assert holder.wait(timeout=60) == 0
+    assert_view_matches(conn, "v", VIEW)
+    for name, sql in (
+        ("d", "SELECT grp, MIN(val) AS lo FROM t GROUP BY grp"),
+        ("w", "SELECT grp, MAX(val) AS hi FROM t GROUP BY grp"),
+    ):
+        if conn.execute("SELECT 1 FROM __dbsp_catalog WHERE name = ?", (name,)).fetchone():
+            assert_view_matches(conn, name, sql)
     conn.close()
