@@ -21,6 +21,7 @@ import itertools
 from dataclasses import dataclass
 
 import apsw
+from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from matview.errors import Error
@@ -35,8 +36,10 @@ from matview.sqltext import (
     depth_walk,
     is_aggregating,
     matching_paren,
+    parse_sqlite,
     splice,
     split_clauses,
+    split_top_level,
     tokenize,
 )
 from matview.validate import probe_columns
@@ -73,7 +76,36 @@ def extract_nodes(conn: apsw.Connection, sql: str, owner: str) -> tuple[str, lis
     nodes: dict[str, Node] = {}
     rewritten = _from_nodes(conn, body, prefix, ctes, owner, nodes)
     rewritten = _in_nodes(conn, rewritten, prefix, owner, nodes)
+    if nodes:
+        rewritten = _keep_column_names(conn, prefix + body, body, rewritten)
     return prefix + rewritten, list(nodes.values())
+
+
+def _keep_column_names(conn: apsw.Connection, sql: str, body: str, rewritten: str) -> str:
+    """`rewritten` with the names SQLite gives `sql`'s columns: an unaliased item whose text a
+    node changed (`n IN (SELECT n FROM b INTERSECT …)`) is named by its text, which would
+    otherwise show the node."""
+    names = probe_columns(conn, sql)[0]
+    before = [span.text for span in split_top_level(body, split_clauses(body, tokenize(body)).select.tokens) if span]
+    tokens = tokenize(rewritten)
+    after = [span for span in split_top_level(rewritten, split_clauses(rewritten, tokens).select.tokens) if span]
+    if not (len(names) == len(before) == len(after)):
+        return rewritten  # (`*` items: their names are columns' own)
+    edits = [
+        (span.tokens[-1].end, span.tokens[-1].end, f" AS {quote(name)}")
+        for name, old, span in zip(names, before, after)
+        if span.text != old and not _aliased(span.text)
+    ]
+    return splice(rewritten, edits)
+
+
+def _aliased(item: str) -> bool:
+    """Whether a select-list item gives its column a name (`x AS a`, `x a`)."""
+    try:
+        tree = parse_sqlite(f"SELECT {item}")
+    except Exception:
+        return False
+    return isinstance(tree, exp.Select) and len(tree.expressions) == 1 and isinstance(tree.expressions[0], exp.Alias)
 
 
 def _arm_nodes(body: str, tokens: list[Token], prefix: str, owner: str, nodes: dict[str, Node]) -> str:

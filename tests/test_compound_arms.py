@@ -63,6 +63,11 @@ VIEWS = {
     "not_in_except": (
         "SELECT id, region FROM customers WHERE id NOT IN (SELECT customer_id FROM orders EXCEPT SELECT order_id FROM refunds)"
     ),
+    # unaliased: the column is named by the user's text, not by the node's rewrite
+    "in_intersect_unaliased": (
+        "SELECT id, customer_id IN (SELECT order_id FROM refunds INTERSECT SELECT id FROM customers) FROM orders"
+    ),
+    "in_max_unaliased": "SELECT id, customer_id IN (SELECT max(order_id) FROM refunds) FROM orders",
     "intersect_subquery": (
         "SELECT customer_id FROM orders WHERE amount > (SELECT avg(amount) FROM orders) "
         "INTERSECT SELECT id FROM customers"
