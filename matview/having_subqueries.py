@@ -36,6 +36,7 @@ from matview.sqltext import (
     Token,
     depth_walk,
     find_aggregate_calls,
+    item_alias,
     matching_paren,
     parse_sqlite,
     splice,
@@ -122,9 +123,10 @@ class _Rewrite:
                 probe_columns(self.conn, self.prefix + _identifiers(self._text(self.having[open_ + 1 : close])))
             except Error:
                 return None
-        columns = [self._item_text(span) for span in self.items]
+        named = [item_alias(span) for span in self.items]
+        columns = [self._item_text(span, alias) for span, alias in zip(self.items, named)]
         aliases: dict[str, list[int]] = {}  # SQLite binds a name to the first item with that alias
-        for i, alias in enumerate(self._alias(span) for span in self.items):
+        for i, alias in enumerate(named):
             if alias:
                 aliases.setdefault(fold(alias), []).append(i)
         skip = {i for open_, close in subqueries for i in range(open_, close + 1)}
@@ -165,26 +167,14 @@ class _Rewrite:
     def _text(self, tokens: list[Token]) -> str:
         return self.body[tokens[0].start : tokens[-1].end]
 
-    def _item_text(self, span: Span) -> str:
-        """A select-list item without its alias."""
+    def _item_text(self, span: Span, alias: str | None) -> str:
+        """A select-list item without its `alias`."""
         tokens = list(span.tokens)
-        if self._alias(span) is not None:
+        if alias is not None:
             tokens = tokens[:-1]
             if tokens and tokens[-1].kind == TokenType.ALIAS:
                 tokens = tokens[:-1]
         return self._text(tokens)
-
-    def _alias(self, span: Span) -> str | None:
-        """The alias a select-list item gives its column (`x AS a`, `x a`), if any."""
-        tokens = span.tokens
-        if len(tokens) >= 2 and tokens[-1].is_name and tokens[-2].kind == TokenType.ALIAS:
-            return tokens[-1].text.strip('"`[]')
-        try:
-            tree = parse_sqlite(f"SELECT {span.text}")
-        except Exception:
-            return None
-        node = tree.expressions[0] if isinstance(tree, exp.Select) and len(tree.expressions) == 1 else None
-        return node.alias if isinstance(node, exp.Alias) else None
 
     def _names(self) -> list[tuple[int, int, list[str]]]:
         """Column references written in the HAVING: (start, end, their names), offsets in `body`."""

@@ -21,7 +21,6 @@ import itertools
 from dataclasses import dataclass
 
 import apsw
-from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from matview.errors import Error
@@ -35,8 +34,8 @@ from matview.sqltext import (
     Token,
     depth_walk,
     is_aggregating,
+    item_alias,
     matching_paren,
-    parse_sqlite,
     splice,
     split_clauses,
     split_top_level,
@@ -94,18 +93,9 @@ def _keep_column_names(conn: apsw.Connection, sql: str, body: str, rewritten: st
     edits = [
         (span.tokens[-1].end, span.tokens[-1].end, f" AS {quote(name)}")
         for name, old, span in zip(names, before, after)
-        if span.text != old and not _aliased(span.text)
+        if span.text != old and item_alias(span) is None
     ]
     return splice(rewritten, edits)
-
-
-def _aliased(item: str) -> bool:
-    """Whether a select-list item gives its column a name (`x AS a`, `x a`)."""
-    try:
-        tree = parse_sqlite(f"SELECT {item}")
-    except Exception:
-        return False
-    return isinstance(tree, exp.Select) and len(tree.expressions) == 1 and isinstance(tree.expressions[0], exp.Alias)
 
 
 def _arm_nodes(body: str, tokens: list[Token], prefix: str, owner: str, nodes: dict[str, Node]) -> str:

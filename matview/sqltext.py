@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlglot
+from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from matview.errors import Error
@@ -112,6 +113,19 @@ def depth_walk(tokens: Sequence[Token]) -> list[int]:
         if token.kind == TokenType.L_PAREN:
             depth += 1
     return depths
+
+
+def item_alias(item: Span) -> str | None:
+    """The name a select-list item gives its column (`x AS a`, `x a`), if any."""
+    tokens = item.tokens
+    if len(tokens) >= 2 and tokens[-1].is_name and tokens[-2].kind == TokenType.ALIAS:
+        return tokens[-1].text.strip('"`[]')
+    try:
+        tree = parse_sqlite(f"SELECT {item.text}")
+    except Exception:
+        return None
+    node = tree.expressions[0] if isinstance(tree, exp.Select) and len(tree.expressions) == 1 else None
+    return str(node.alias) if isinstance(node, exp.Alias) else None
 
 
 def split_top_level(sql: str, tokens: Sequence[Token], separator: TokenType = TokenType.COMMA) -> list[Span]:
