@@ -25,7 +25,7 @@ from sqlglot.tokens import TokenType
 from matview.errors import UnsupportedQuery
 from matview.plan import OutputColumn, Plan
 from matview.schema import affinity, has_one_variant
-from matview.sqltext import SET_OPERATIONS, Token, depth_walk, split_clauses
+from matview.sqltext import Token, depth_walk, set_operator_kinds, set_operators, split_clauses
 
 if TYPE_CHECKING:
     from matview.from_clause import FromClause
@@ -35,19 +35,14 @@ def split_arms(sql: str, tokens: list[Token]) -> tuple[list[tuple[str, list[Toke
     """The arms of a compound SELECT (text, tokens rebased) and its operation (UNION ALL, UNION
     — with some UNION ALL too, distinct as a whole —, INTERSECT or EXCEPT); None for a simple
     SELECT. A trailing ORDER BY is dropped (a view has no order)."""
-    depths = depth_walk(tokens)
-    operators = [i for i, (t, d) in enumerate(zip(tokens, depths)) if d == 0 and t.kind in SET_OPERATIONS]
+    operators = set_operators(tokens)
     if not operators:
         return None
-    kinds = set()
-    for index in operators:
-        token = tokens[index]
-        after = tokens[index + 1].kind if index + 1 < len(tokens) else None
-        kinds.add("UNION ALL" if token.kind == TokenType.UNION and after == TokenType.ALL else token.text.upper())
-    if len(kinds - {"UNION", "UNION ALL"}) and len(kinds) > 1:
-        raise UnsupportedQuery(f"set operations mixed ({', '.join(sorted(kinds))}) are not supported yet")
-    last = tokens[operators[-1] + 1].kind if operators[-1] + 1 < len(tokens) else None
-    if kinds == {"UNION", "UNION ALL"} and last == TokenType.ALL:
+    chain = set_operator_kinds(tokens, operators)
+    kinds = set(chain)
+    if not one_operation(chain):
+        if len(kinds - {"UNION", "UNION ALL"}):
+            raise UnsupportedQuery(f"set operations mixed ({', '.join(sorted(kinds))}) are not supported yet")
         # (A UNION B) UNION ALL C keeps C's duplicates: not one DISTINCT over every arm
         raise UnsupportedQuery("UNION followed by UNION ALL is not supported yet (a UNION last makes all distinct)")
     operation = "UNION ALL" if kinds == {"UNION ALL"} else ("UNION" if kinds <= {"UNION", "UNION ALL"} else kinds.pop())
@@ -69,6 +64,12 @@ def split_arms(sql: str, tokens: list[Token]) -> tuple[list[tuple[str, list[Toke
         kept = last_tokens[:cut]
         arms[-1] = (last_text[: kept[-1].end], kept)
     return arms, operation
+
+
+def one_operation(chain: list[str]) -> bool:
+    """Whether a chain of set operators (`set_operator_kinds`) is one set operation: one
+    operator throughout, or UNION ALL and UNION ending in UNION (distinct as a whole)."""
+    return len(set(chain)) == 1 or (set(chain) <= {"UNION", "UNION ALL"} and chain[-1] == "UNION")
 
 
 def _rebase(token: Token, offset: int) -> Token:

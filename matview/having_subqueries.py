@@ -30,15 +30,14 @@ from sqlglot.tokens import TokenType
 from matview.errors import Error
 from matview.names import PREFIX, fold, quote
 from matview.sqltext import (
-    SET_OPERATIONS,
     Clauses,
     Span,
     Token,
-    depth_walk,
     find_aggregate_calls,
     item_alias,
     matching_paren,
     parse_sqlite,
+    set_operators,
     splice,
     split_clauses,
     split_top_level,
@@ -54,7 +53,7 @@ def rewrite_having_subqueries(conn: apsw.Connection, body: str, prefix: str = ""
     tokens = tokenize(body)
     if not tokens or tokens[0].kind != TokenType.SELECT:
         return body
-    if any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(tokens, depth_walk(tokens))):
+    if set_operators(tokens):
         return body
     clauses = split_clauses(body, tokens)
     if not _subqueries(list(clauses.having.tokens)) or clauses.distinct or clauses.limit or clauses.window:

@@ -23,19 +23,21 @@ from dataclasses import dataclass
 import apsw
 from sqlglot.tokens import TokenType
 
+from matview.compound import one_operation
 from matview.errors import Error
 from matview.from_items import OUTER_WORDS, Cte, FromItem, is_from_item, read_from_items, read_with, view_parts
 from matview.having_subqueries import rewrite_having_subqueries
 from matview.names import NODE_PREFIX, fold, quote
 from matview.schema import view_sql
 from matview.sqltext import (
-    SET_OPERATIONS,
     Clauses,
     Token,
     depth_walk,
     is_aggregating,
     item_alias,
     matching_paren,
+    set_operator_kinds,
+    set_operators,
     splice,
     split_clauses,
     split_top_level,
@@ -66,7 +68,7 @@ def extract_nodes(conn: apsw.Connection, sql: str, owner: str) -> tuple[str, lis
         tokens = tokenize(body)
     if not tokens or tokens[0].kind != TokenType.SELECT:
         return sql, []
-    if any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(tokens, depth_walk(tokens))):
+    if set_operators(tokens):
         arms: dict[str, Node] = {}
         probe_columns(conn, sql)  # SQLite's own errors first (an ORDER BY term out of range, …)
         rewritten = _arm_nodes(body, tokens, prefix, owner, arms)
@@ -111,7 +113,7 @@ def _arm_nodes(body: str, tokens: list[Token], prefix: str, owner: str, nodes: d
     end = next((i for i, (t, d) in enumerate(zip(tokens, depths)) if d == 0 and t.kind == TokenType.ORDER_BY), None)
     if end is not None:
         body, tokens, depths = body[: tokens[end - 1].end], tokens[:end], depths[:end]
-    operators = [i for i, (t, d) in enumerate(zip(tokens, depths)) if d == 0 and t.kind in SET_OPERATIONS]
+    operators = set_operators(tokens)
     starts = [0, *(i + (2 if tokens[i + 1].kind == TokenType.ALL else 1) for i in operators)]
     arms = [tokens[start:stop] for start, stop in zip(starts, [*operators, len(tokens)])]
     if any(not arm or arm[0].kind != TokenType.SELECT for arm in arms):
@@ -135,11 +137,7 @@ def _arm_nodes(body: str, tokens: list[Token], prefix: str, owner: str, nodes: d
 def _last_run(tokens: list[Token], operators: list[int]) -> int:
     """The index of the first operator of the chain's last run that one set operation
     computes (`compound.split_arms`: one operator, or UNION ALL and UNION ending in UNION)."""
-    kinds = [tokens[i].text.upper() + (" ALL" if tokens[i + 1].kind == TokenType.ALL else "") for i in operators]
-
-    def one_operation(run: list[str]) -> bool:
-        return len(set(run)) == 1 or (set(run) <= {"UNION", "UNION ALL"} and run[-1] == "UNION")
-
+    kinds = set_operator_kinds(tokens, operators)
     split = len(kinds) - 1
     while split > 0 and one_operation(kinds[split - 1 :]):
         split -= 1
@@ -275,8 +273,7 @@ def _has_expression_subquery(select: str) -> bool:
 def _union_all_only(select: str) -> bool:
     """Whether every set operation at the top of a SELECT is UNION ALL."""
     tokens = tokenize(select)
-    top = [(t, n) for (t, n), d in zip(itertools.pairwise(tokens), depth_walk(tokens)) if d == 0]
-    return all(t.kind == TokenType.UNION and n.kind == TokenType.ALL for t, n in top if t.kind in SET_OPERATIONS)
+    return all(kind == "UNION ALL" for kind in set_operator_kinds(tokens, set_operators(tokens)))
 
 
 def _is_compound(select: str) -> bool:
@@ -284,7 +281,7 @@ def _is_compound(select: str) -> bool:
     tokens = tokenize(select)
     if tokens and tokens[0].kind == TokenType.WITH:
         tokens = tokenize(read_with(select, tokens, {})[1])
-    return any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(tokens, depth_walk(tokens)))
+    return bool(set_operators(tokens))
 
 
 def _reads_alone(clauses: Clauses) -> bool:
@@ -316,7 +313,7 @@ def _shape(select: str) -> tuple[bool, bool]:
         tokens = tokenize(text)
     if not tokens or tokens[0].kind != TokenType.SELECT:
         return False, False
-    if any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(tokens, depth_walk(tokens))):
+    if set_operators(tokens):
         return False, False
     clauses = split_clauses(text, tokens)
     if clauses.limit or clauses.window or any(t.kind == TokenType.OVER for t in clauses.select.tokens):

@@ -115,6 +115,21 @@ def depth_walk(tokens: Sequence[Token]) -> list[int]:
     return depths
 
 
+def set_operators(tokens: Sequence[Token]) -> list[int]:
+    """Indexes of the set operators (UNION, INTERSECT, EXCEPT) at depth 0 of `tokens`."""
+    return [i for i, (t, d) in enumerate(zip(tokens, depth_walk(tokens))) if d == 0 and t.kind in SET_OPERATIONS]
+
+
+def set_operator_kinds(tokens: Sequence[Token], operators: Sequence[int]) -> list[str]:
+    """Each operator at `operators` as "UNION ALL", "UNION", "INTERSECT" or "EXCEPT"."""
+    return [
+        "UNION ALL"
+        if tokens[i].kind == TokenType.UNION and i + 1 < len(tokens) and tokens[i + 1].kind == TokenType.ALL
+        else tokens[i].text.upper()
+        for i in operators
+    ]
+
+
 def item_alias(item: Span) -> str | None:
     """The name a select-list item gives its column (`x AS a`, `x a`), if any."""
     tokens = item.tokens
