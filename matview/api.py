@@ -18,17 +18,18 @@ from typing import Any
 
 import apsw
 
-from matview import catalog, feed, lifecycle, names, progress, upstream
+from matview import feed, lifecycle, names, progress, upstream
 from matview.errors import Error
 from matview.fold import fold_pending_deltas, pending_count
 from matview.names import fold, quote, view_table
-from matview.nodes import is_node
 from matview.operators import aggregate_sql
 from matview.operators.exact_sums import register_exact_sums
 from matview.progress import ProgressCallback
 from matview.registry import Registry, View
+from matview.sql.nodes import is_node
+from matview.storage import catalog
+from matview.storage.viewstore import ROW_KEY_FUNCTION, row_key_sql
 from matview.viewinfo import ViewInfo
-from matview.viewstore import ROW_KEY_FUNCTION, row_key_sql
 from matview_ext import statements
 from matview_ext.vtable import Module
 

@@ -23,17 +23,17 @@ from typing import Any
 
 import apsw
 
-from matview import names, partition
+from matview import names
 from matview.evaluator import Evaluator
 from matview.keys import row_key, row_of
 from matview.names import fold, quote
-from matview.operators import aggregate_sql
+from matview.operators import aggregate_sql, partition
 from matview.operators.aggregate import Aggregate
 from matview.operators.distinct import Distinct
 from matview.operators.set_operation import SetOperation
 from matview.plan import Plan, render
-from matview.schema import ROWID_NAMES
-from matview.state import StateStore
+from matview.storage.schema import ROWID_NAMES
+from matview.storage.state import StateStore
 from matview.upstream import UpstreamSource
 from matview.zset import ZSet
 

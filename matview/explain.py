@@ -22,12 +22,12 @@ from matview import names
 from matview.db import scalar
 from matview.fold import pending_ranges
 from matview.names import quote
-from matview.nodes import is_node
 from matview.operators.aggregate import GROUPS_OP
 from matview.operators.distinct import DISTINCT_OP
 from matview.operators.set_operation import SET_OPERATION_OP
 from matview.plan import render
 from matview.registry import Registry, View
+from matview.sql.nodes import is_node
 
 
 @dataclass

@@ -19,12 +19,13 @@ from collections.abc import Callable
 
 import apsw
 
-from matview import catalog, names, upstream
+from matview import names, upstream
 from matview.db import ENVIRONMENT_ERRORS, describe, savepoint
 from matview.names import quote
-from matview.recompute import recomputed_delta, should_recompute
+from matview.operators.recompute import recomputed_delta, should_recompute
 from matview.registry import Registry, View
-from matview.state import StateStore
+from matview.storage import catalog
+from matview.storage.state import StateStore
 from matview.zset import ZSet
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from matview.codec import pack, unpack
 from matview.errors import UnsupportedQuery
 from matview.names import fold
+from matview.storage.codec import pack, unpack
 
 SQLITE_INT_MIN = -(2**63)
 SQLITE_INT_MAX = 2**63 - 1

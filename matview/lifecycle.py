@@ -11,23 +11,24 @@ from dataclasses import replace
 
 import apsw
 
-from matview import catalog, names, readable, upstream
-from matview.capture import capture_installed, install_capture, missing_capture_tables, remove_capture
-from matview.catalog import ViewEntry
+from matview import names, upstream
 from matview.circuit import Circuit
 from matview.db import ENVIRONMENT_ERRORS, describe, savepoint, scalar
 from matview.errors import Error, UnsupportedQuery
 from matview.fold import fold_pending_deltas
-from matview.frontend import Compiled, compile_select
-from matview.indexes import drop_unused as drop_unused_indexes
-from matview.indexes import with_indexes
 from matview.names import NODE_PREFIX, fold, quote
-from matview.nodes import extract_nodes
 from matview.plan import OutputColumn
 from matview.registry import Registry, View
-from matview.schema import affinity, read_table, table_kind
-from matview.state import StateStore, clear_state_tables, create_state_tables
-from matview.viewstore import ViewTable
+from matview.sql.frontend import Compiled, compile_select
+from matview.sql.nodes import extract_nodes
+from matview.storage import catalog, readable
+from matview.storage.capture import capture_installed, install_capture, missing_capture_tables, remove_capture
+from matview.storage.catalog import ViewEntry
+from matview.storage.indexes import drop_unused as drop_unused_indexes
+from matview.storage.indexes import with_indexes
+from matview.storage.schema import affinity, read_table, table_kind
+from matview.storage.state import StateStore, clear_state_tables, create_state_tables
+from matview.storage.viewstore import ViewTable
 
 MAINTENANCE_MODES = ("immediate", "deferred")
 
@@ -70,7 +71,7 @@ def create_view(
     internal: bool = False,
     populate: Populate | None = None,
 ) -> None:
-    """CREATE MATERIALIZED VIEW; `internal`: a node of another view (see `matview.nodes`)."""
+    """CREATE MATERIALIZED VIEW; `internal`: a node of another view (see `matview.sql.nodes`)."""
     if not internal:
         _check_name(name)
         if NODE_PREFIX in sql.lower():
@@ -126,7 +127,7 @@ def _compile_with_nodes(
     auto_indexes: bool,
     create_nodes: bool = True,
 ) -> Compiled:
-    """Compile a view's SELECT, which reads its internal nodes (`matview.nodes`): created first,
+    """Compile a view's SELECT, which reads its internal nodes (`matview.sql.nodes`): created first,
     or (`create_nodes` false, a rebuild) already there."""
     planned, nodes = extract_nodes(conn, sql, name)
     for node in nodes if create_nodes else []:

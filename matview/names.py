@@ -7,7 +7,7 @@ contain quotes, spaces, unicode and keywords, so every name is quoted everywhere
 from __future__ import annotations
 
 PREFIX = "__dbsp_"
-#: internal nodes: hidden materialized views a view reads (`matview.nodes`)
+#: internal nodes: hidden materialized views a view reads (`matview.sql.nodes`)
 NODE_PREFIX = f"{PREFIX}node_"
 CATALOG = "__dbsp_catalog"
 META = "__dbsp_meta"
@@ -68,7 +68,7 @@ def view_key_index(view: str) -> str:
 
 
 def heavy_index(view: str) -> str:
-    """The partial index of a view table's rows of weight > 1 (see matview.readable)."""
+    """The partial index of a view table's rows of weight > 1 (see matview.storage.readable)."""
     return f"{PREFIX}heavy_{view}"
 
 

@@ -156,7 +156,7 @@ class Plan:
     set_operation: str = ""  # "INTERSECT" or "EXCEPT" (counted per arm; UNION is `distinct`)
     plain_views: tuple[tuple[str, str], ...] = ()  # plain views the SELECT reads (inlined): name, CREATE VIEW text
     upstreams: tuple[Upstream, ...] = ()  # sources that are materialized views (see `matview.upstream`)
-    internal_nodes: tuple[str, ...] = ()  # hidden views made for its derived tables (see `matview.nodes`)
+    internal_nodes: tuple[str, ...] = ()  # hidden views made for its derived tables (see `matview.sql.nodes`)
 
     @property
     def group_count(self) -> int:

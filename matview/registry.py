@@ -4,7 +4,7 @@ The catalog in the file is the source of truth; the registry caches what it says
 (plans, circuits, view tables) and reloads whenever the file's schema changes
 (another connection created or dropped a view, a base table was altered) or this
 connection rolled back. It also keeps this connection's temp shadows (see
-`matview.readable`) in step with the catalog, at statement boundaries only.
+`matview.storage.readable`) in step with the catalog, at statement boundaries only.
 """
 
 from __future__ import annotations
@@ -14,18 +14,19 @@ from typing import Any
 
 import apsw
 
-from matview import catalog, readable, upstream
-from matview.capture import capture_installed, missing_capture_tables, missing_tables
-from matview.catalog import ViewEntry
+from matview import upstream
 from matview.circuit import Circuit
 from matview.db import scalar
 from matview.errors import SchemaChanged
 from matview.evaluator import Evaluator
 from matview.names import fold, ordered_state_table, state_table, view_table
-from matview.nodes import is_node
 from matview.plan import OutputColumn
-from matview.schema import read_table, view_sql
-from matview.viewstore import ViewTable
+from matview.sql.nodes import is_node
+from matview.storage import catalog, readable
+from matview.storage.capture import capture_installed, missing_capture_tables, missing_tables
+from matview.storage.catalog import ViewEntry
+from matview.storage.schema import read_table, view_sql
+from matview.storage.viewstore import ViewTable
 from matview.zset import ZSet
 
 

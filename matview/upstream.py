@@ -30,14 +30,15 @@ from typing import NoReturn
 
 import apsw
 
-from matview import catalog, names
-from matview.catalog import ViewEntry
+from matview import names
 from matview.errors import Error, UnsupportedQuery
 from matview.keys import row_of
 from matview.names import NODE_PREFIX, fold, quote
 from matview.operators.accumulators import RESULT_ERRORS, result_error_markers_sql
 from matview.plan import OutputColumn, Upstream
-from matview.schema import Column, TableInfo, affinity, read_table
+from matview.storage import catalog
+from matview.storage.catalog import ViewEntry
+from matview.storage.schema import Column, TableInfo, affinity, read_table
 from matview.zset import ZSet
 
 #: the SQL function a projection calls where a stored value cannot be shown as declared

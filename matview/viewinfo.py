@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from matview import explain, readable
+from matview import explain
 from matview.errors import Error
 from matview.fold import pending_count
 from matview.names import quote
 from matview.registry import View
-from matview.validate import one_statement
+from matview.sql.validate import one_statement
+from matview.storage import readable
 
 if TYPE_CHECKING:
     from matview.api import Connection

@@ -1,7 +1,7 @@
 """The `matview` virtual-table module: reading a view exactly.
 
 Each matview connection has one such table per view, ``temp.<v>``, shadowing the plain
-view ``main.<v>`` that other clients read (see `matview.readable`); files of catalog
+view ``main.<v>`` that other clients read (see `matview.storage.readable`); files of catalog
 format 1 had it in main instead, which this module still serves until they are upgraded.
 A read returns the persisted Z-set ``__dbsp_view_<v>`` merged with ΔV of the deltas
 not folded yet (computed without writing), so it is exact inside an open transaction

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import apsw
 
-from matview import catalog, readable
+from matview.storage import catalog, readable
 
 
 def upgrade(conn: apsw.Connection) -> None:

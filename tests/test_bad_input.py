@@ -625,7 +625,7 @@ def file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-# The catalog layout (matview/catalog.py, migrations/001_catalog.sql): the file format version is
+# The catalog layout (matview/storage/catalog.py, migrations/001_catalog.sql): the file format version is
 # the row key='format_version' of __dbsp_meta; each view's plan format is __dbsp_catalog.format.
 FUTURE_EDITS = {
     "meta_format_version": "UPDATE __dbsp_meta SET value = value + 1000 WHERE key = 'format_version'",

@@ -25,7 +25,8 @@ from datasette.app import Datasette
 from datasette.plugins import get_plugins
 from datasette.utils import tilde_encode
 
-from matview import names, nodes
+from matview import names
+from matview.sql import nodes
 from matview_ext.datasette_plugin import catalog as plugin_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,7 +103,7 @@ def test_reader_names_are_the_engines() -> None:
     assert plugin_catalog.SEQ == names.SEQ
     assert plugin_catalog.NODE_PREFIX == nodes.NODE_PREFIX
     assert plugin_catalog.delta_table("t") == names.delta_table("t")
-    from matview import catalog
+    from matview.storage import catalog
 
     assert plugin_catalog.READABLE_FORMAT <= catalog.FORMAT_VERSION
 

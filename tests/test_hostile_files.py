@@ -338,7 +338,7 @@ def test_a_statement_appended_to_a_plan_fragment_is_refused(tmp_path: Path) -> N
     plan was edited to append a statement to one is refused as a CatalogError. (Found by the
     reliability review: the appended `DELETE FROM t` ran — apsw runs every statement of a
     string — and t was emptied; now a `;` outside a literal in any fragment is refused at load.)"""
-    from matview.codec import pack, unpack
+    from matview.storage.codec import pack, unpack
 
     path = damaged_file(tmp_path)
     raw = sqlite3.connect(path)
@@ -364,7 +364,7 @@ def test_a_catalog_row_naming_a_table_without_capture_is_schema_changed(tmp_path
     """Regression (found by the fuzzer): a catalog row whose base-table list names a table
     with no change capture made a read of the deferred view raise a raw apsw.SQLError (the
     fold before the read counted that table's pending changes)."""
-    from matview.codec import pack
+    from matview.storage.codec import pack
 
     path = damaged_file(
         tmp_path, f"UPDATE __dbsp_catalog SET base_tables = x'{pack(['d']).hex()}' WHERE name = 'v_minmax'"

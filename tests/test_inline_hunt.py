@@ -1,4 +1,4 @@
-"""Adversarial differential tests of the inline pass (matview/inline.py): name resolution and
+"""Adversarial differential tests of the inline pass (matview/sql/inline.py): name resolution and
 flattening corners where a view CREATE accepts must still equal SQLite re-running its SELECT.
 
 Each test was a confirmed wrong result or raw exception of the first inline pass (found by a

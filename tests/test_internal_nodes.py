@@ -1,6 +1,6 @@
 """Aggregating and DISTINCT derived tables that are joined or aggregated again, and
 uncorrelated aggregating or DISTINCT subqueries under IN: each is an internal node (a hidden
-materialized view, `matview.nodes`) the view reads as an upstream.
+materialized view, `matview.sql.nodes`) the view reads as an upstream.
 Differential against SQLite after every step (the join tests' write mixes: several tables per
 transaction, rollback with reads inside, reopen, stock sqlite3 writers), both modes; then
 TPC-H Q13 and the lifecycle of nodes (hidden from `views()`, dropped and refreshed with

@@ -1,4 +1,4 @@
-"""Hostile review of internal nodes (`matview.nodes`) and of grouped or DISTINCT materialized
+"""Hostile review of internal nodes (`matview.sql.nodes`) and of grouped or DISTINCT materialized
 views read inside subqueries and LEFT JOIN chains (`partition._state`, `UpstreamSource.real_state`).
 
 Failures found are pinned as strict xfails with `raises=UnsupportedQuery`: each is now refused

@@ -27,7 +27,7 @@ from oracle import assert_view_matches, bag  # noqa: E402
 from stock import StockError, stock_python, stock_read, stock_reads, stock_sqlite3  # noqa: E402
 
 import matview  # noqa: E402
-from matview import catalog, readable  # noqa: E402
+from matview.storage import catalog, readable  # noqa: E402
 
 
 def qi(name: str) -> str:

@@ -17,9 +17,9 @@ import pytest
 
 import matview
 from matview.circuit import BULK_ROWS
-from matview.codec import unpack
 from matview.operators import real_sums
 from matview.operators.accumulators import SumState
+from matview.storage.codec import unpack
 
 EDGES = [
     0.0,

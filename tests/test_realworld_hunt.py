@@ -122,7 +122,7 @@ def test_cte_read_inside_a_subquery_is_maintained(tmp_path):
     """`WITH u AS (…) SELECT … WHERE id IN (SELECT user_id FROM u)` is valid SQLite (it runs);
     matview raised the base class `matview.Error("no such table: u")` — the subquery pass
     looked `u` up as a base table —, then `UnsupportedQuery`; now the CTE is read there as the
-    derived table it stands for (`matview.subquery_sources`) and maintained."""
+    derived table it stands for (`matview.sql.subquery_sources`) and maintained."""
     sql = "WITH u AS (SELECT user_id FROM posts) SELECT id FROM users WHERE id IN (SELECT user_id FROM u)"
     conn = matview.connect(str(tmp_path / "db.sqlite"))
     conn.execute("CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT)")

@@ -1,4 +1,4 @@
-"""Refresh as a delta (`matview.recompute`): a fold whose changes are a large share of the
+"""Refresh as a delta (`matview.operators.recompute`): a fold whose changes are a large share of the
 view's input recomputes the view and folds V_new − V_stored. The differential generators of
 the other suites run here with every fold recomputed, and with the threshold lowered so that
 small programs mix both kinds of fold; then a bulk load into tables that views already read.
@@ -20,7 +20,7 @@ from test_joins import Runner, random_program
 from test_subqueries import _subquery_views
 
 import matview
-from matview import recompute
+from matview.operators import recompute
 
 
 @pytest.fixture(params=["always", "threshold"])

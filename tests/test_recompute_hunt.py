@@ -1,4 +1,4 @@
-"""Hostile differential tests of a976c74: refresh as a delta (`matview.recompute`), the reach
+"""Hostile differential tests of a976c74: refresh as a delta (`matview.operators.recompute`), the reach
 filter of partition recompute (`Plan.reach_filter`) and a changed table's old state found by
 its primary key (`Plan.image_keys`). Each expected failure is a minimal reproduction of a
 finding (see its reason); the tests marked "fixed" were such findings, fixed since; the others
@@ -16,7 +16,7 @@ from oracle import assert_view_matches, create_views_both_modes
 from stock import stock_sqlite3
 
 import matview
-from matview import recompute
+from matview.operators import recompute
 
 COUNT_TO = "(WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {}) SELECT i FROM n)"
 

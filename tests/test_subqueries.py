@@ -19,8 +19,8 @@ from oracle import assert_view_matches, create_views_both_modes
 from test_joins import Runner, Table, random_program
 
 import matview
-from matview import partition
 from matview.circuit import DeltaTerms
+from matview.operators import partition
 
 
 def _subquery_views(r: random.Random, tables: list[Table]) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""CTEs, plain views and derived tables read inside subqueries (`matview.subquery_sources`,
+"""CTEs, plain views and derived tables read inside subqueries (`matview.sql.subquery_sources`,
 `from_items.is_from_item`): maintained in both modes under random multi-table writes,
 and the shapes that stay refused, by name."""
 
@@ -47,7 +47,7 @@ VIEWS = {
         "SELECT * FROM t WHERE id IN (SELECT s.t_id FROM u AS a, (SELECT t_id, id FROM u WHERE v > 1) AS s "
         "WHERE s.id = a.id AND a.v < 9)"
     ),
-    # a derived table with a subquery of its own: a hidden view (`matview.nodes`)
+    # a derived table with a subquery of its own: a hidden view (`matview.sql.nodes`)
     "node_projected": "SELECT s.k FROM (SELECT id AS k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.t_id = t.id)) AS s",
     "node_grouped": (
         "SELECT s.k, count(*) FROM (SELECT g AS k FROM t WHERE NOT EXISTS "

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matview.codec import pack, unpack
 from matview.keys import canonical, group_key, row_key
-from matview.state import sqlite_order
+from matview.storage.codec import pack, unpack
+from matview.storage.state import sqlite_order
 from matview.zset import IndexedZSet, ZSet
 
 rows = st.tuples(st.integers(0, 5), st.sampled_from(["a", "b", None]))

@@ -22,7 +22,7 @@ from typing import Any
 
 from matview.keys import SQLITE_INT_MAX, SQLITE_INT_MIN, canonical
 from matview.plan import AggSpec
-from matview.state import StateStore, sqlite_order, storage_kind
+from matview.storage.state import StateStore, sqlite_order, storage_kind
 
 #: results that are not values: reading a view that shows one raises `matview.Error`
 OVERFLOW = b"\x00matview: integer overflow"

@@ -18,7 +18,7 @@ from matview.keys import group_key, row_key
 from matview.operators.accumulators import RESULT_ERRORS, Accumulator
 from matview.operators.variants import count_variant, shown_variant
 from matview.plan import Plan
-from matview.state import StateStore
+from matview.storage.state import StateStore
 from matview.zset import ZSet
 
 GROUPS_OP = 0  # operator id of the per-group accumulator lists in the state table

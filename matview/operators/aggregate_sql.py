@@ -21,7 +21,7 @@ from matview.keys import group_key
 from matview.names import quote
 from matview.operators import real_sums
 from matview.operators.accumulators import SumState, _strictly_better
-from matview.state import STORAGE_KIND_SQL, StateStore
+from matview.storage.state import STORAGE_KIND_SQL, StateStore
 from matview.zset import ZSet
 
 if TYPE_CHECKING:

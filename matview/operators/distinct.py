@@ -13,7 +13,7 @@ from typing import Any
 
 from matview.keys import group_key, row_key, row_of
 from matview.operators.variants import count_variant, shown_variant
-from matview.state import StateStore
+from matview.storage.state import StateStore
 from matview.zset import ZSet
 
 DISTINCT_OP = 1_000_000  # operator id in the state table, clear of aggregate ids

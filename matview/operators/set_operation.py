@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from matview.keys import row_key, row_of
-from matview.state import StateStore
+from matview.storage.state import StateStore
 from matview.zset import ZSet
 
 SET_OPERATION_OP = 1_000_001  # operator id in the state table, clear of aggregate and DISTINCT ids

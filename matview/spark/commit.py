@@ -21,13 +21,13 @@ import apsw
 
 import matview
 from matview import lifecycle, names
-from matview.capture import capture_installed, install_capture, remove_capture
 from matview.db import scalar
 from matview.errors import Error
 from matview.names import fold, quote
-from matview.schema import read_table
 from matview.spark.populate import merged_populate
 from matview.spark.views import ViewJob
+from matview.storage.capture import capture_installed, install_capture, remove_capture
+from matview.storage.schema import read_table
 
 #: ATTACH slots left for part files (apsw's SQLite allows 125 attached databases)
 MAX_ATTACHED = 120

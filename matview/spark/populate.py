@@ -21,14 +21,14 @@ from typing import Any
 import apsw
 
 from matview import names
-from matview.codec import unpack
 from matview.keys import row_key, row_of
 from matview.lifecycle import Populate, set_snapshot_progress
 from matview.names import quote
 from matview.operators.aggregate import GROUPS_OP
 from matview.operators.distinct import DISTINCT_OP
 from matview.registry import View
-from matview.state import StateStore
+from matview.storage.codec import unpack
+from matview.storage.state import StateStore
 from matview.zset import ZSet
 
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from matview.errors import Error
 from matview.names import fold, quote
-from matview.schema import affinity
+from matview.storage.schema import affinity
 
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn

@@ -26,12 +26,12 @@ import pyarrow as pa
 
 import matview
 from matview import names
-from matview.codec import pack, unpack
 from matview.evaluator import Evaluator
 from matview.names import quote
 from matview.operators.aggregate import GROUPS_OP, Aggregate
 from matview.operators.distinct import DISTINCT_OP, Distinct
 from matview.plan import Plan
+from matview.storage.codec import pack, unpack
 
 #: the rows every load task yields: one "part" row, then the partial states of its views
 LOAD_SCHEMA = pa.schema(

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 import apsw
 
 from matview.errors import Error
-from matview.frontend import compile_select
 from matview.names import fold, quote
-from matview.nodes import extract_nodes
 from matview.plan import Plan
-from matview.sqltext import tokenize
+from matview.sql.frontend import compile_select
+from matview.sql.nodes import extract_nodes
+from matview.sql.sqltext import tokenize
 
 
 @dataclass

@@ -12,7 +12,7 @@ Registered by the ``datasette`` entry point (``pip install 'matview[datasette]'`
   menu and each database's actions;
 * shows a materialized view's page as its ``CREATE MATERIALIZED VIEW`` statement rather than
   the plain view over its stored rows. The rows themselves are Datasette's own view page: the
-  file holds each view as a plain SQL view (`matview.readable`), as of the last fold.
+  file holds each view as a plain SQL view (`matview.storage.readable`), as of the last fold.
 
 It reads the file with Datasette's own ``sqlite3`` connections and never imports the engine.
 """

@@ -23,7 +23,7 @@ CATALOG = "__dbsp_catalog"
 META = "__dbsp_meta"
 PROGRESS = "__dbsp_progress"
 SEQ = "__dbsp_seq"
-#: the names of internal nodes, hidden materialized views (`matview.nodes.NODE_PREFIX`)
+#: the names of internal nodes, hidden materialized views (`matview.sql.nodes.NODE_PREFIX`)
 NODE_PREFIX = "__dbsp_node_"
 #: the catalog formats this reader knows; 1 kept views as virtual tables only matview reads
 READABLE_FORMAT = 2

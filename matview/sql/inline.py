@@ -27,9 +27,10 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
-from matview import catalog, names
+from matview import names
 from matview.errors import Error, UnsupportedQuery
-from matview.from_items import (
+from matview.names import fold, quote
+from matview.sql.from_items import (
     OUTER_WORDS,
     Cte,
     FromItem,
@@ -42,9 +43,7 @@ from matview.from_items import (
     text_of,
     view_parts,
 )
-from matview.names import fold, quote
-from matview.schema import ROWID_NAMES, view_sql
-from matview.sqltext import (
+from matview.sql.sqltext import (
     SET_OPERATIONS,
     Clauses,
     Span,
@@ -59,8 +58,10 @@ from matview.sqltext import (
     split_top_level,
     tokenize,
 )
+from matview.sql.validate import probe_columns
+from matview.storage import catalog
+from matview.storage.schema import ROWID_NAMES, view_sql
 from matview.upstream import read_source
-from matview.validate import probe_columns
 
 _MAX_DEPTH = 32  # views and CTEs nested deeper than this are refused (a cycle is refused first)
 

@@ -18,18 +18,11 @@ import apsw
 from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
-from matview.from_clause import FromClause, Occurrence
-from matview.from_items import FromItem, read_from_items
 from matview.names import fold, quote
 from matview.plan import Plan, Template, render
-from matview.schema import (
-    ROWID_NAMES,
-    TableInfo,
-    image_keys,
-    read_table,
-    refuse_unstable_identity,
-)
-from matview.sqltext import (
+from matview.sql.from_clause import FromClause, Occurrence
+from matview.sql.from_items import FromItem, read_from_items
+from matview.sql.sqltext import (
     SET_OPERATIONS,
     Span,
     Token,
@@ -37,7 +30,14 @@ from matview.sqltext import (
     has_where_clause,
     tokenize,
 )
-from matview.subquery_values import equalities, exact_sum_renames, reads_table
+from matview.sql.subquery_values import equalities, exact_sum_renames, reads_table
+from matview.storage.schema import (
+    ROWID_NAMES,
+    TableInfo,
+    image_keys,
+    read_table,
+    refuse_unstable_identity,
+)
 from matview.upstream import describe_upstream, read_source
 
 #: clause keywords that end a subquery's FROM clause at its depth

@@ -23,7 +23,7 @@ import apsw
 from matview import names
 from matview.db import scalar
 from matview.names import quote
-from matview.schema import ROWID_KEY, TableInfo
+from matview.storage.schema import ROWID_KEY, TableInfo
 
 CAPTURE_EVENTS = (
     "before_insert",

@@ -23,13 +23,12 @@ from dataclasses import dataclass
 import apsw
 from sqlglot.tokens import TokenType
 
-from matview.compound import one_operation
 from matview.errors import Error
-from matview.from_items import OUTER_WORDS, Cte, FromItem, is_from_item, read_from_items, read_with, view_parts
-from matview.having_subqueries import rewrite_having_subqueries
 from matview.names import NODE_PREFIX, fold, quote
-from matview.schema import view_sql
-from matview.sqltext import (
+from matview.sql.compound import one_operation
+from matview.sql.from_items import OUTER_WORDS, Cte, FromItem, is_from_item, read_from_items, read_with, view_parts
+from matview.sql.having_subqueries import rewrite_having_subqueries
+from matview.sql.sqltext import (
     Clauses,
     Token,
     depth_walk,
@@ -43,7 +42,8 @@ from matview.sqltext import (
     split_top_level,
     tokenize,
 )
-from matview.validate import probe_columns
+from matview.sql.validate import probe_columns
+from matview.storage.schema import view_sql
 
 
 def is_node(name: str) -> bool:

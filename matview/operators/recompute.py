@@ -21,9 +21,9 @@ import apsw
 from matview import names
 from matview.db import scalar
 from matview.names import fold, quote
-from matview.schema import ROWID_NAMES
-from matview.state import StateStore, clear_state_tables
-from matview.viewstore import ROW_KEY_FUNCTION
+from matview.storage.schema import ROWID_NAMES
+from matview.storage.state import StateStore, clear_state_tables
+from matview.storage.viewstore import ROW_KEY_FUNCTION
 from matview.zset import ZSet
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from sqlglot.tokens import TokenType
 
 from matview.errors import Error
 from matview.names import PREFIX, fold, quote
-from matview.sqltext import (
+from matview.sql.sqltext import (
     Clauses,
     Span,
     Token,
@@ -43,7 +43,7 @@ from matview.sqltext import (
     split_top_level,
     tokenize,
 )
-from matview.validate import probe_columns
+from matview.sql.validate import probe_columns
 
 
 def rewrite_having_subqueries(conn: apsw.Connection, body: str, prefix: str = "") -> str:

@@ -20,16 +20,15 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
-from matview.compound import combine, split_arms
 from matview.errors import Error, UnsupportedQuery
-from matview.from_clause import ColumnRef, FromClause, read_from_clause
-from matview.inline import inline_query
 from matview.keys import check_collation
 from matview.names import fold, quote
-from matview.partition import reach_filter
+from matview.operators.partition import reach_filter
 from matview.plan import WEIGHT, AggSpec, OutputColumn, Plan, PostColumn, Template
-from matview.schema import Column, TableInfo, has_one_variant, image_keys
-from matview.sqltext import (
+from matview.sql.compound import combine, split_arms
+from matview.sql.from_clause import ColumnRef, FromClause, read_from_clause
+from matview.sql.inline import inline_query
+from matview.sql.sqltext import (
     AggregateCall,
     Clauses,
     Span,
@@ -43,10 +42,9 @@ from matview.sqltext import (
     split_top_level,
     tokenize,
 )
-from matview.subqueries import has_subquery, with_subqueries
-from matview.subquery_sources import expand_subquery_sources
-from matview.upstream import describe_upstream
-from matview.validate import (
+from matview.sql.subqueries import has_subquery, with_subqueries
+from matview.sql.subquery_sources import expand_subquery_sources
+from matview.sql.validate import (
     one_statement,
     parse_select,
     probe_columns,
@@ -54,6 +52,8 @@ from matview.validate import (
     refuse_unstable_rowid,
     refuse_unsupported,
 )
+from matview.storage.schema import Column, TableInfo, has_one_variant, image_keys
+from matview.upstream import describe_upstream
 
 STAGE1_COLUMN = "__c{}"  # names of an aggregate view's stage-1 columns
 _AGG_FUNCS = {"string_agg": "group_concat"}

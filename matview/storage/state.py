@@ -18,9 +18,9 @@ from typing import Any
 import apsw
 
 from matview import names
-from matview.codec import pack, unpack
 from matview.keys import canonical
 from matview.names import quote
+from matview.storage.codec import pack, unpack
 
 
 def sqlite_order(value: Any) -> tuple[int, Any]:

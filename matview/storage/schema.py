@@ -10,7 +10,7 @@ from sqlglot.tokens import TokenType
 from matview.db import scalar
 from matview.errors import Error, UnsupportedQuery
 from matview.names import NODE_PREFIX, fold, is_internal, quote
-from matview.sqltext import matching_paren, tokenize
+from matview.sql.sqltext import matching_paren, tokenize
 
 
 def affinity(decltype: str) -> str:

@@ -10,7 +10,7 @@ from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
 from matview.names import fold
-from matview.sqltext import Span, Token, depth_walk, excerpt, matching_paren, tokenize
+from matview.sql.sqltext import Span, Token, depth_walk, excerpt, matching_paren, tokenize
 
 JOIN_WORDS = {TokenType.NATURAL, TokenType.CROSS, TokenType.INNER, TokenType.JOIN}
 OUTER_WORDS = {TokenType.LEFT, TokenType.RIGHT, TokenType.FULL, TokenType.OUTER}

@@ -24,11 +24,11 @@ from sqlglot.tokens import TokenType
 
 from matview.errors import UnsupportedQuery
 from matview.plan import OutputColumn, Plan
-from matview.schema import affinity, has_one_variant
-from matview.sqltext import Token, depth_walk, set_operator_kinds, set_operators, split_clauses
+from matview.sql.sqltext import Token, depth_walk, set_operator_kinds, set_operators, split_clauses
+from matview.storage.schema import affinity, has_one_variant
 
 if TYPE_CHECKING:
-    from matview.from_clause import FromClause
+    from matview.sql.from_clause import FromClause
 
 
 def split_arms(sql: str, tokens: list[Token]) -> tuple[list[tuple[str, list[Token]]], str] | None:

@@ -14,10 +14,10 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
-from matview.from_clause import FromClause
 from matview.names import quote
-from matview.schema import ROWID_NAMES
-from matview.sqltext import AGGREGATE_NAMES, Token, excerpt, parse_sqlite, split_top_level, tokenize
+from matview.sql.from_clause import FromClause
+from matview.sql.sqltext import AGGREGATE_NAMES, Token, excerpt, parse_sqlite, split_top_level, tokenize
+from matview.storage.schema import ROWID_NAMES
 
 _DATE_FUNCTIONS = {"date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff"}
 _SQLITE_DETERMINISTIC = 0x800

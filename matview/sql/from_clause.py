@@ -21,11 +21,11 @@ import apsw
 from sqlglot.tokens import TokenType
 
 from matview.errors import UnsupportedQuery
-from matview.from_items import JOIN_WORDS, OUTER_WORDS
 from matview.names import fold, quote
 from matview.plan import Template
-from matview.schema import ROWID_NAMES, Column, TableInfo, refuse_unstable_identity, refuse_view_root
-from matview.sqltext import Token, depth_walk, excerpt
+from matview.sql.from_items import JOIN_WORDS, OUTER_WORDS
+from matview.sql.sqltext import Token, depth_walk, excerpt
+from matview.storage.schema import ROWID_NAMES, Column, TableInfo, refuse_unstable_identity, refuse_view_root
 from matview.upstream import read_source
 
 #: tokens that end a table reference's `name [AS] alias`

@@ -24,11 +24,11 @@ import apsw
 from sqlglot.tokens import TokenType
 
 from matview import names
-from matview.codec import pack, unpack
 from matview.errors import CatalogError
 from matview.names import fold, quote
 from matview.plan import PLAN_FORMAT, Plan
-from matview.sqltext import tokenize
+from matview.sql.sqltext import tokenize
+from matview.storage.codec import pack, unpack
 
 #: 1: the view is a virtual table main.<v>; 2: a plain view main.<v> (read by any client),
 #: shadowed on matview connections by a temp virtual table

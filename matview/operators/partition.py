@@ -26,13 +26,13 @@ import apsw
 from sqlglot.tokens import TokenType
 
 from matview import names
-from matview.from_items import JOIN_WORDS, OUTER_WORDS
 from matview.keys import row_key, row_of
 from matview.names import quote
 from matview.plan import Plan, Template, render
-from matview.sqltext import Token, depth_walk, has_where_clause, split_conjuncts, tokenize
-from matview.state import StateStore
-from matview.subqueries import has_subquery
+from matview.sql.from_items import JOIN_WORDS, OUTER_WORDS
+from matview.sql.sqltext import Token, depth_walk, has_where_clause, split_conjuncts, tokenize
+from matview.sql.subqueries import has_subquery
+from matview.storage.state import StateStore
 from matview.zset import ZSet
 
 if TYPE_CHECKING:

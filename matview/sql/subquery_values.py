@@ -17,11 +17,10 @@ import apsw
 from sqlglot.tokens import TokenType
 
 from matview.errors import UnsupportedQuery
-from matview.from_items import FromItem, is_from_item, read_from_items
 from matview.names import fold
 from matview.operators.exact_sums import EXACT_SUMS
-from matview.schema import Column, TableInfo, affinity, has_one_variant
-from matview.sqltext import (
+from matview.sql.from_items import FromItem, is_from_item, read_from_items
+from matview.sql.sqltext import (
     SET_OPERATIONS,
     AggregateCall,
     Clauses,
@@ -35,6 +34,7 @@ from matview.sqltext import (
     split_top_level,
     tokenize,
 )
+from matview.storage.schema import Column, TableInfo, affinity, has_one_variant
 from matview.upstream import read_source
 
 

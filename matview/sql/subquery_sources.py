@@ -2,7 +2,7 @@
 
 The inline pass flattens the CTEs and plain views of a view's FROM clause; a subquery in an
 expression (`IN (SELECT … FROM recent)`, `EXISTS (SELECT … FROM v …)`) is planned later, table
-by table (`matview.subqueries`), and reads base tables only. This pass, run first, writes each
+by table (`matview.sql.subqueries`), and reads base tables only. This pass, run first, writes each
 CTE or plain view a subquery reads as the parenthesized SELECT it stands for, under the same
 name: SQLite evaluates a CTE or a view exactly as that derived table (both are subqueries in
 the FROM clause; a CTE's name hides a table's), so the query means what it meant. The derived
@@ -19,10 +19,10 @@ import apsw
 from sqlglot.tokens import TokenType
 
 from matview.errors import UnsupportedQuery
-from matview.from_items import Cte, is_from_item, names_in_from, read_from_items, read_with, view_parts
-from matview.inline import plain_view_sql
 from matview.names import fold, quote
-from matview.sqltext import depth_walk, matching_paren, splice, tokenize
+from matview.sql.from_items import Cte, is_from_item, names_in_from, read_from_items, read_with, view_parts
+from matview.sql.inline import plain_view_sql
+from matview.sql.sqltext import depth_walk, matching_paren, splice, tokenize
 
 _MAX_ROUNDS = 32  # CTEs and views nested deeper than this inside a subquery are refused
 

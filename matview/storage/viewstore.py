@@ -14,12 +14,13 @@ from typing import Any
 
 import apsw
 
-from matview import names, readable
+from matview import names
 from matview.db import scalar
 from matview.errors import Error
 from matview.keys import row_key, row_of
 from matview.names import quote
 from matview.plan import OutputColumn
+from matview.storage import readable
 from matview.zset import ZSet
 
 ROW_KEY_FUNCTION = "__dbsp_row_key"

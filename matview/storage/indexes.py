@@ -22,12 +22,12 @@ from sqlglot import exp
 from matview import names
 from matview.circuit import DeltaTerms
 from matview.errors import UnsupportedQuery
-from matview.from_clause import FromClause
-from matview.frontend import Compiled
 from matview.keys import BUILTIN_COLLATIONS
 from matview.names import quote
 from matview.plan import Plan
-from matview.schema import read_table
+from matview.sql.from_clause import FromClause
+from matview.sql.frontend import Compiled
+from matview.storage.schema import read_table
 
 Probe = tuple[str, str]  # (column, collation)
 
