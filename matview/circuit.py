@@ -56,7 +56,9 @@ class DeltaTerms:
         #: per (changed tables, whether upstream views' storage already holds their ΔV)
         self._terms: dict[tuple[frozenset[str], bool], list[str]] = {}
         #: `partition.root_queries` per set of changed tables and `applied` (SQL text only: ranges are parameters)
-        self.root_queries: dict[tuple[frozenset[str], bool], tuple[str | None, str]] = {}
+        self.root_queries: dict[tuple[frozenset[str], bool], tuple[str | None, str, str]] = {}
+        #: partition recompute: the number of stage-1 columns its kept rows hold (read once)
+        self.kept_width: int | None = None
         placeholders = {f"source{i}": self._new_source(table, True) for i, table in enumerate(plan.sources)}
         # an upstream view's rows carry their multiplicity: the snapshot's weight is their product
         weights = {name: " * ".join(ws) or "1" for name, ws in self._weights_per_arm(set())}

@@ -119,7 +119,11 @@ def _describe(conn: apsw.Connection, registry: Registry, view: View, nodes: list
     map_details = [stage1]
     if len(outer) == 1:
         map_details += [f"index {name}" for name in plan.indexes] + [f"SCAN: {scan}" for scan in plan.scans]
-    current = [_add(nodes, prefix, "map", "filter / project (stage 1)", map_details, current)]
+    kept: list[tuple[str, int]] = []
+    if plan.root_recompute:  # (partition recompute: each root's stage-1 rows are kept)
+        kept_table = names.kept_rows_table(view.name)
+        kept = [(f"{kept_table} (rows per root)", _count(conn, f"SELECT count(*) FROM {quote(kept_table)}"))]
+    current = [_add(nodes, prefix, "map", "filter / project (stage 1)", map_details, current, kept)]
     if plan.kind == "aggregate":
         calls = [spec.sql or spec.func for spec in plan.aggs]
         grouping = f"GROUP BY {plan.group_count} column(s)" if plan.has_group_by else "one group (no GROUP BY)"

@@ -209,6 +209,7 @@ def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: b
             names.view_table(view.name),
             names.state_table(view.name),
             names.ordered_state_table(view.name),
+            names.kept_rows_table(view.name),
         ):
             conn.execute(f"DROP TABLE IF EXISTS main.{quote(table_name)}")
         catalog.delete_view(conn, view.name)

@@ -78,3 +78,12 @@ ROWID = "__dbsp_rowid"
 WEIGHT = "__dbsp_weight"
 KEY = "__dbsp_key"
 ROW_ID = "__dbsp_id"  # the view table's own INTEGER PRIMARY KEY (a view column may be named rowid)
+
+
+def kept_rows_table(view: str) -> str:
+    """The rows each root gave, of a partition-recompute view (see matview.storage.kept_rows)."""
+    return f"{PREFIX}kept_{view}"
+
+
+def kept_rows_index(view: str) -> str:
+    return f"{PREFIX}kept_root_{view}"

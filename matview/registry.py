@@ -19,7 +19,7 @@ from matview.circuit import Circuit
 from matview.db import scalar
 from matview.errors import SchemaChanged
 from matview.evaluator import Evaluator
-from matview.names import fold, ordered_state_table, state_table, view_table
+from matview.names import fold, kept_rows_table, ordered_state_table, state_table, view_table
 from matview.plan import OutputColumn
 from matview.sql.nodes import is_node
 from matview.storage import catalog, readable
@@ -263,9 +263,10 @@ class Registry:
     def _validate(self, entry: ViewEntry) -> str | None:
         if entry.plan.needs_refresh:
             return entry.plan.needs_refresh
-        gone = missing_tables(
-            self.conn, [view_table(entry.name), state_table(entry.name), ordered_state_table(entry.name)]
-        )
+        tables = [view_table(entry.name), state_table(entry.name), ordered_state_table(entry.name)]
+        if entry.plan.root_recompute:
+            tables.append(kept_rows_table(entry.name))
+        gone = missing_tables(self.conn, tables)
         if gone:
             return (
                 f"materialized view {entry.name}: its table(s) {', '.join(gone)} are missing (a damaged file); "

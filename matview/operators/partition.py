@@ -4,7 +4,7 @@ LEFT JOIN chains or subqueries are maintained.
 Every output row of such a view comes from exactly one row of its first table, its *root*
 (no join pads the first table with NULLs). A fold finds the roots R a change can reach, asks
 SQLite for the stage-1 rows of those roots now, and subtracts the rows each root had, which
-the view keeps in its state (operator `ROOTS_OPERATOR`: per root, its stage-1 rows): no old
+the view keeps in a table of their own (`storage.kept_rows`, compared by SQLite): no old
 state of any table is evaluated for the rows, so a change costs the rows it reaches.
 
 R is found by SQLite, from the changes: the changed roots themselves; the roots joined to a
@@ -19,27 +19,22 @@ only the work.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import apsw
 from sqlglot.tokens import TokenType
 
 from matview import names
-from matview.keys import row_key, row_of
 from matview.names import quote
 from matview.plan import Plan, Template, render
 from matview.sql.from_items import JOIN_WORDS, OUTER_WORDS
 from matview.sql.sqltext import Token, depth_walk, has_where_clause, split_conjuncts, tokenize
 from matview.sql.subqueries import has_subquery
+from matview.storage import kept_rows
 from matview.storage.state import StateStore
-from matview.zset import ZSet
 
 if TYPE_CHECKING:
     from matview.circuit import DeltaTerms, Ranges
-
-#: state entries of a root-recompute view: per root (its key), the stage-1 rows it gives
-ROOTS_OPERATOR = -1
 
 #: the tokens that start the next FROM item (a join operator)
 _JOIN_SEPARATORS = {TokenType.COMMA, *JOIN_WORDS, *OUTER_WORDS}
@@ -155,13 +150,24 @@ def root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool = Tru
     """For the changed tables: the SELECT of the reached roots' keys (None: every root),
     and the SELECT of their stage-1 rows now, the root key columns before the weight.
     `applied`: upstream views' storage holds their ΔV already (see `circuit.DeltaTerms.terms`)."""
+    reach, rows, _ = _cached_root_queries(terms, changed, applied)
+    return reach, rows
+
+
+def reached_rows_query(terms: DeltaTerms, changed: frozenset[str], applied: bool = True) -> str:
+    """The SELECT of the stage-1 rows now of the roots in `kept_rows.reached_table` (which a
+    fold fills from the reach query once, rather than running it again inside this one)."""
+    return _cached_root_queries(terms, changed, applied)[2]
+
+
+def _cached_root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> tuple[str | None, str, str]:
     found = terms.root_queries.get((changed, applied))
     if found is None:
         found = terms.root_queries[(changed, applied)] = _root_queries(terms, changed, applied)
     return found
 
 
-def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> tuple[str | None, str]:
+def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> tuple[str | None, str, str]:
     plan = terms.plan
     key = root_key(plan)
     root = quote(plan.aliases[0])
@@ -177,7 +183,7 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
         # a subquery's table: the outer rows whose subquery reads a changed row (old or new)
         templates = [(template, join) for numbers, template, join in plan.subquery_reach if j in numbers]
         if not templates:  # read by a nested subquery or an ON condition: every row
-            return None, rows_everywhere
+            return None, rows_everywhere, rows_everywhere
         delta = {f"source{j}": terms.delta_source(plan.sources[j])}
         for template, join in templates:
             for state in _states(new, old, changed, plan.sources[j], plan.sources):
@@ -216,7 +222,8 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
     reach = " UNION ".join(reached)
     joiner = "AND" if plan.outer_where else "WHERE"
     rows = render(plan.stage1, weight=f"{key}, 1", reach=f" {joiner} ({key}) IN ({reach})", **new)
-    return reach, rows
+    kept = kept_rows.reached_keys(key_width(plan))
+    return reach, rows, render(plan.stage1, weight=f"{key}, 1", reach=f" {joiner} ({key}) IN ({kept})", **new)
 
 
 def _states(
@@ -229,19 +236,17 @@ def _states(
 
 def root_delta(conn: apsw.Connection, terms: DeltaTerms, ranges: Ranges, store: StateStore) -> list[tuple[Any, ...]]:
     """Stage-1 rows (with weights) of the pending changes `ranges`: the reached roots' rows
-    now, less the rows they had (kept in `store`), which are replaced."""
-    params = terms.parameters(ranges)
-    reach, rows = root_queries(terms, frozenset(ranges), store.writable)
-    width = _key_width(terms.plan)
-    # every root (reach None): those that had rows; those with rows now come from `rows`
-    roots = store.keys(ROOTS_OPERATOR) if reach is None else {row_key(r) for r in conn.execute(reach, params)}
-    if len(roots) > _READ_ALL_ROOTS:
-        store.keys(ROOTS_OPERATOR)  # one scan of the kept rows, rather than a query per root
-    return _replace_roots(store, roots, conn.execute(rows, params), width)
-
-
-#: reached roots beyond which a fold reads every root's kept rows at once
-_READ_ALL_ROOTS = 2000
+    now, less the rows they kept (`storage.kept_rows`), which a fold replaces."""
+    changed = frozenset(ranges)
+    reach, rows = root_queries(terms, changed, store.writable)
+    width = key_width(terms.plan)
+    if terms.kept_width is None:
+        kept_rows.require(conn, store.view)
+        terms.kept_width = kept_rows.stage1_width(conn, rows, width)
+    kept = kept_rows.KeptRows(conn, store.view, width, terms.plan.root_key_nullable, terms.kept_width)
+    if reach is not None:
+        rows = reached_rows_query(terms, changed, store.writable)
+    return kept.delta(reach, rows, terms.parameters(ranges), store.writable)
 
 
 def root_key(plan: Plan) -> str:
@@ -254,40 +259,18 @@ def root_key(plan: Plan) -> str:
 
 def populate_roots(conn: apsw.Connection, terms: DeltaTerms, store: StateStore) -> list[tuple[Any, ...]]:
     """The initial snapshot of a root-recompute view: every root's stage-1 rows, kept."""
+    terms.kept_width = None  # (re-read at the next fold: a REFRESH may change it)
     plan = terms.plan
-    key = root_key(plan)
+    return kept_rows.fill(conn, store.view, snapshot_rows_query(terms), key_width(plan), plan.root_key_nullable)
+
+
+def snapshot_rows_query(terms: DeltaTerms) -> str:
+    """The SELECT of every root's stage-1 rows, the root key columns before the weight."""
+    plan = terms.plan
     sources = {f"source{i}": _state(terms, t, True, True) for i, t in enumerate(plan.sources)}
-    rows = conn.execute(render(plan.stage1, weight=f"{key}, 1", outer=plan.outer_kind, **sources))
-    return _replace_roots(store, set(), rows, _key_width(plan))
+    return render(plan.stage1, weight=f"{root_key(plan)}, 1", outer=plan.outer_kind, **sources)
 
 
-def _key_width(plan: Plan) -> int:
+def key_width(plan: Plan) -> int:
+    """The number of columns a root's key takes in a root query's rows."""
     return 1 if plan.root_key_nullable else len(plan.outer_key)
-
-
-def _replace_roots(
-    store: StateStore, roots: set[bytes], rows: Iterable[tuple[Any, ...]], width: int
-) -> list[tuple[Any, ...]]:
-    """ΔStage1 = Σ rows now − Σ rows kept, over `roots` and the roots of `rows`; the kept
-    rows of those roots become the rows now."""
-    now: dict[bytes, dict[bytes, int]] = {}  # root → row → weight (plain dicts: this runs per root)
-    for row in rows:
-        root_key, key = row_key(row[-1 - width : -1]), row_key(row[: -1 - width])
-        found = now.get(root_key)
-        if found is None:
-            now[root_key] = {key: row[-1]}
-        else:
-            found[key] = found.get(key, 0) + row[-1]
-    delta: ZSet[bytes] = ZSet()
-    for root_key in roots | now.keys():
-        kept = store.get(ROOTS_OPERATOR, root_key) or []
-        fresh = {k: w for k, w in now.get(root_key, {}).items() if w}
-        if len(kept) == len(fresh) and all(fresh.get(k) == w for k, w in kept):
-            continue  # reached, unchanged: nothing to subtract, add or write
-        rows_now: list[list[Any]] = sorted([k, w] for k, w in fresh.items())
-        for key, weight in kept:
-            delta.add(key, -weight)
-        for key, weight in rows_now:
-            delta.add(key, weight)
-        store.put(ROOTS_OPERATOR, root_key, rows_now or None)
-    return [(*row_of(key), weight) for key, weight in delta.items()]

@@ -31,8 +31,9 @@ from matview.sql.sqltext import tokenize
 from matview.storage.codec import pack, unpack
 
 #: 1: the view is a virtual table main.<v>; 2: a plain view main.<v> (read by any client),
-#: shadowed on matview connections by a temp virtual table
-FORMAT_VERSION = 2
+#: shadowed on matview connections by a temp virtual table; 3: a partition-recompute view keeps
+#: its rows per root in a table (`kept_rows`), no longer as msgpack state
+FORMAT_VERSION = 3
 _MIGRATION_NAME = re.compile(r"^(\d+)_.*\.(sql|py)$")
 Step = Callable[[apsw.Connection], None]
 
@@ -69,7 +70,7 @@ def _python_step(name: str, path: Path | None) -> Step:
 
 #: the migrations beside this package in a source checkout; they win over an installed
 #: ``matview_migrations``, which may belong to another checkout of matview
-_SOURCE_MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+_SOURCE_MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 
 
 @functools.cache

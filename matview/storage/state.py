@@ -64,7 +64,7 @@ class _Entry:
 
 class StateStore:
     def __init__(self, conn: apsw.Connection, view: str, writable: bool) -> None:
-        self.conn, self.writable = conn, writable
+        self.conn, self.writable, self.view = conn, writable, view
         self.state = quote(names.state_table(view))
         self.ostate = quote(names.ordered_state_table(view))
         self._values: dict[tuple[int, bytes], Any] = {}

@@ -1,0 +1,173 @@
+"""The rows each root gave, kept for a partition-recompute view (RELATIONAL.md R4's stored
+outputs): ``__dbsp_kept_<v>(root, c0 … cN, weight)``, one row per (root, stage-1 row).
+
+The stage-1 values are stored as SQLite gave them (columns without affinity, BINARY), the
+root as the quoted text of its key (`quote()` is exact: `1` and `1.0` differ, NULL is one
+key). Two stage-1 rows are the same row when each column has the same storage class and is
+equal under BINARY — what ``GROUP BY c, typeof(c)`` groups — so ΔStage1 = (rows of the
+reached roots now) − (the rows they kept) is computed by SQLite, set at a time, and Python
+sees only the rows that changed: a change that reaches 10,000 roots but alters the rows of
+one costs SQL work for the 10,000 and Python work for one.
+
+(SQLite calls the REALs 0.0 and -0.0 equal, and no SQL tells them apart — `quote`, `CAST`
+and `printf` show both as 0.0 — so a row that changes only from one to the other is taken as
+unchanged; only a host language reading the value could see the sign.)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import apsw
+import apsw.ext
+
+from matview import names
+from matview.errors import Error
+from matview.names import quote
+
+
+def table_name(view: str) -> str:
+    return names.kept_rows_table(view)
+
+
+def stage1_width(conn: apsw.Connection, rows_sql: str, key_width: int) -> int:
+    """The number of stage-1 columns of a root query `rows_sql` (…, root key columns, weight)."""
+    return len(apsw.ext.query_info(conn, rows_sql).description or ()) - key_width - 1
+
+
+def _columns(width: int) -> list[str]:
+    return [f"c{i}" for i in range(width)]
+
+
+def _identity(width: int) -> str:
+    """The GROUP BY terms that tell two stage-1 rows apart exactly (see the module docstring)."""
+    return ", ".join(f"c{i}, typeof(c{i})" for i in range(width))
+
+
+def _root_text(key_width: int, nullable: bool) -> str:
+    """The root's key as one text: a nullable key is already its quoted text (see
+    `partition.root_key`); otherwise the columns' `quote()`s, comma-separated."""
+    if nullable:
+        return "k0"
+    return " || ',' || ".join(f"quote(k{i})" for i in range(key_width))
+
+
+def _named(rows_sql: str, width: int, key_width: int) -> str:
+    """`rows_sql` as a CTE `__dbsp_r` whose columns are named c…, k…, w."""
+    columns = ", ".join([*_columns(width), *(f"k{i}" for i in range(key_width)), "w"])
+    return f"WITH __dbsp_r({columns}) AS ({rows_sql})"
+
+
+def create(conn: apsw.Connection, view: str, width: int) -> None:
+    """A new, empty kept-rows table (an old one is dropped: a REFRESH may change the plan)."""
+    table = quote(table_name(view))
+    conn.execute(f"DROP TABLE IF EXISTS main.{table}")
+    columns = "".join(f", {c}" for c in _columns(width))
+    conn.execute(f"CREATE TABLE main.{table} (root NOT NULL{columns}, weight INTEGER NOT NULL)")
+
+
+def index(conn: apsw.Connection, view: str) -> None:
+    """The index a fold finds a root's rows by (made after the bulk fill: faster)."""
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS main.{quote(names.kept_rows_index(view))} ON {quote(table_name(view))}(root)"
+    )
+
+
+def fill(conn: apsw.Connection, view: str, rows_sql: str, key_width: int, nullable: bool) -> list[tuple[Any, ...]]:
+    """The initial snapshot: every root's rows, kept; the stage-1 rows with their weights."""
+    width = stage1_width(conn, rows_sql, key_width)
+    create(conn, view, width)
+    table, listed = f"main.{quote(table_name(view))}", "".join(f"{c}, " for c in _columns(width))
+    group = ", ".join(filter(None, ["root", _identity(width)]))
+    conn.execute(
+        f"{_named(rows_sql, width, key_width)} INSERT INTO {table} (root, {listed}weight) "
+        f"SELECT root, {listed}sum(w) FROM (SELECT {_root_text(key_width, nullable)} AS root, {listed}w FROM __dbsp_r) "
+        f"GROUP BY {group} HAVING sum(w) <> 0"
+    )
+    index(conn, view)
+    return list(conn.execute(f"SELECT {listed}weight FROM {table}"))
+
+
+def _reached_table(key_width: int) -> str:
+    return quote(f"{names.PREFIX}reached_{key_width}")
+
+
+def reached_keys(key_width: int) -> str:
+    """The SELECT of the reached roots' keys, as the reach query gave them, from the scratch
+    table a fold fills (see `KeptRows.delta`)."""
+    return f"SELECT {', '.join(f'k{i}' for i in range(key_width))} FROM temp.{_reached_table(key_width)}"
+
+
+class KeptRows:
+    """ΔStage1 of the reached roots, and (a fold) the kept rows replaced by the rows now."""
+
+    def __init__(self, conn: apsw.Connection, view: str, key_width: int, nullable: bool, width: int) -> None:
+        self.conn, self.key_width, self.nullable, self.width = conn, key_width, nullable, width
+        self.table = f"main.{quote(table_name(view))}"
+        # scratch tables (TEMP: a reader may fill them, and they never reach the file), per shape
+        keys = "".join(f", k{i}" for i in range(key_width))
+        listed = "".join(f", {c}" for c in _columns(width))
+        self.scratch = {
+            _reached_table(key_width): f"root{keys}",
+            quote(f"{names.PREFIX}now_{width}"): f"root{listed}, w",
+        }
+        self.reached, self.now = (f"temp.{name}" for name in self.scratch)
+
+    def delta(self, reach_sql: str | None, rows_sql: str, params: dict[str, int], write: bool) -> list[tuple[Any, ...]]:
+        """ΔStage1 of the roots `reach_sql` selects (None: every root), whose rows now
+        `rows_sql` gives (reading the reached roots from `reached_keys`); with `write`, the
+        kept rows of the roots whose rows changed become their rows now."""
+        conn, columns = self.conn, _columns(self.width)
+        listed = "".join(f"{c}, " for c in columns)
+        root = _root_text(self.key_width, self.nullable)
+        for name, scratch_columns in self.scratch.items():
+            conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} ({scratch_columns})")
+            conn.execute(f"DELETE FROM temp.{name}")
+        if reach_sql is None:
+            kept = f"SELECT root, {listed}-weight FROM {self.table}"
+        else:
+            keys = ", ".join(f"k{i}" for i in range(self.key_width))
+            if reach_sql:  # (empty: no root reached)
+                conn.execute(
+                    f"WITH __dbsp_r({keys}) AS ({reach_sql}) "
+                    f"INSERT INTO {self.reached} SELECT {root}, {keys} FROM __dbsp_r",
+                    params,
+                )
+            kept = f"SELECT root, {listed}-weight FROM {self.table} WHERE root IN (SELECT root FROM {self.reached})"
+        conn.execute(
+            f"{_named(rows_sql, self.width, self.key_width)} "
+            f"INSERT INTO {self.now} SELECT {root}, {listed}w FROM __dbsp_r",
+            params,
+        )
+        group = ", ".join(filter(None, ["root", _identity(self.width)]))
+        changed = list(
+            conn.execute(
+                f"SELECT root, {listed}sum(w) FROM (SELECT root, {listed}w FROM {self.now} UNION ALL {kept}) "
+                f"GROUP BY {group} HAVING sum(w) <> 0"
+            )
+        )
+        if write and changed:
+            roots = json.dumps(sorted({row[0] for row in changed}))
+            among = "root IN (SELECT value FROM json_each(?))"
+            conn.execute(f"DELETE FROM {self.table} WHERE {among}", (roots,))
+            conn.execute(
+                f"INSERT INTO {self.table} (root, {listed}weight) SELECT root, {listed}sum(w) FROM {self.now} "
+                f"WHERE {among} GROUP BY {group} HAVING sum(w) <> 0",
+                (roots,),
+            )
+        return [row[1:] for row in changed]
+
+
+def require(conn: apsw.Connection, view: str) -> None:
+    """A clear error where the kept rows are missing (a file of an older format that a
+    read-only connection could not upgrade, or a damaged file)."""
+    found = conn.execute(
+        "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?", (table_name(view),)
+    ).fetchone()
+    if found is None:
+        raise Error(
+            f"materialized view {view}: its table {table_name(view)} is missing (a file of an older matview "
+            "opened read-only, or a damaged file): open it once with a writable matview connection, or "
+            "REFRESH MATERIALIZED VIEW"
+        )
