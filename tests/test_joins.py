@@ -388,7 +388,7 @@ def test_join_refusals_name_the_construct(tmp_path):
         ("SELECT * FROM a FULL JOIN b ON a.k = b.k JOIN a c ON c.k = b.k", "FULL JOIN"),
         ("SELECT * FROM a LEFT JOIN b ON a.k = b.k RIGHT JOIN a AS c ON c.id = b.v", "RIGHT JOIN"),
         ("SELECT * FROM a RIGHT JOIN b USING (k)", "RIGHT JOIN"),
-        ("SELECT * FROM a LEFT JOIN (SELECT k, count(*) FROM b GROUP BY k) s ON a.k = s.k", "outer join"),
+        ("SELECT * FROM a LEFT JOIN (SELECT k, count(*) FROM b GROUP BY k) s ON a.k = s.k", "equal but different"),
         ("SELECT * FROM a LEFT JOIN pv ON a.id = pv.id", "outer join with a FROM-subquery, CTE or view"),
         ("SELECT group_concat(v) FROM a JOIN b ON a.k = b.k", "GROUP_CONCAT"),
         ("SELECT b.rowid FROM a JOIN b ON a.k = b.k", "VACUUM"),

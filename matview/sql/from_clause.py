@@ -235,7 +235,9 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
             index += 1
         hidden.append(frozenset(merged))
     template.append(literal + sql[position : tokens[-1].end])
-    if outer_at is not None and (len(occurrences) != 2 or hidden[1] or not outer_on):
+    # a materialized view (or node) in `A LEFT JOIN B ON …` has no key to pad by: per row of A
+    view_in_left = outer_kind == "LEFT" and any(o.table.materialized for o in occurrences)
+    if outer_at is not None and (len(occurrences) != 2 or hidden[1] or not outer_on or view_in_left):
         if "FULL" in outer_kinds:
             raise UnsupportedQuery(
                 "a FULL JOIN is maintained between two tables joined by ON (`A FULL JOIN B ON …`); "
@@ -248,9 +250,13 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
                 "preserved table)"
             )
         # every output row comes from one row of the first table (no join pads it with NULLs)
-        refuse_view_root(occurrences[0].table, "a LEFT JOIN of three or more tables (or with USING/NATURAL)")
+        if len(occurrences) != 2 or hidden[1] or not outer_on:
+            shape = "a LEFT JOIN of three or more tables (or with USING/NATURAL)"
+        else:
+            shape = "a LEFT JOIN with a materialized view or an aggregating derived table"
+        refuse_view_root(occurrences[0].table, shape)
         for occurrence in occurrences:
-            refuse_unstable_identity(occurrence.table, "a LEFT JOIN of three or more tables (or with USING/NATURAL)")
+            refuse_unstable_identity(occurrence.table, shape)
         return FromClause(tuple(occurrences), tuple(hidden), tuple(template), outer_kind="LEFT", root_recompute=True)
     return FromClause(tuple(occurrences), tuple(hidden), tuple(template), outer_on, outer_kind)
 

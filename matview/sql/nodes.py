@@ -12,7 +12,8 @@ view and its nodes fold together, and are dropped and refreshed together.
 
 Left alone (the inline pass merges or refuses them): an aggregating derived table read alone
 by an outer query that neither aggregates nor has a subquery (merged into one aggregate), derived tables with
-LIMIT, a window or a set operation, and any query with an outer join or a set operation.
+LIMIT, a window or a set operation, a derived table in an outer join that neither aggregates nor
+is DISTINCT, and any query with a set operation.
 """
 
 from __future__ import annotations
@@ -223,8 +224,9 @@ def _from_nodes(
     items = read_from_items(body, list(clauses.from_.tokens), check=False)
     if len(items) == 1 and _reads_alone(clauses):
         return body  # `SELECT * FROM d`: a node would be the view itself
-    if any(t.kind in OUTER_WORDS for item in items for t in item.joined_by):
-        return body
+    # an outer join: its derived tables that need state become nodes (the view is then
+    # maintained per row of its first table, `partition`); the inline pass refuses the others
+    outer = any(t.kind in OUTER_WORDS for item in items for t in item.joined_by)
     outer_aggregates = is_aggregating(body, clauses)
     # an outer query with a subquery is maintained per row of its first table (`subqueries`):
     # merged into one aggregate, its WHERE would become a HAVING with a subquery
@@ -242,6 +244,8 @@ def _from_nodes(
         again = len(items) > 1 or outer_aggregates or outer_subquery  # joined, aggregated or filtered again
         if not (distinct or subquery or compound or (aggregates and again)):
             continue
+        if outer and not (aggregates or distinct):
+            continue  # (a select-project-join one: refused by the inline pass, by name)
         if (distinct or subquery or compound) and item.body is None:
             # a DISTINCT CTE or view, or one with a subquery, is its own body (`SELECT * FROM` it
             # would be refused as a derived table the inline pass cannot flatten): without a

@@ -132,9 +132,12 @@ def refuse_view_root(table: TableInfo, what: str) -> None:
     """Views maintained per row of their first table need that table's key: a materialized
     view there has none yet."""
     if table.materialized:
-        raise UnsupportedQuery(
-            f"{what} whose first table is materialized view {table.name} is not supported yet (put a base table first)"
+        first = (
+            "an aggregating or DISTINCT FROM-subquery, CTE or view"
+            if fold(table.name).startswith(NODE_PREFIX)
+            else f"materialized view {table.name}"
         )
+        raise UnsupportedQuery(f"{what} whose first table is {first} is not supported yet (put a base table first)")
 
 
 def view_sql(conn: apsw.Connection, name: str) -> str | None:
