@@ -37,6 +37,13 @@ _WRITES = {"INSERT", "UPDATE", "DELETE", "REPLACE"}
 _FOLD_BEFORE = {"COMMIT", "END", "RELEASE"}
 _MATERIALIZED = {"CREATE", "DROP", "REFRESH"}  # (first words of the MATERIALIZED VIEW statements)
 _READS = {"SELECT", "WITH", "VALUES", "EXPLAIN", "PRAGMA"}
+_DDL = {"CREATE", "DROP", "ALTER"}  # (plain DDL and the MATERIALIZED VIEW statements: they write)
+
+
+def _temporary(sql: str) -> bool:
+    """`CREATE TEMP …`: writes no table of the file (so takes no write lock first)."""
+    words = sql.split(None, 2)
+    return len(words) > 1 and words[1].upper() in ("TEMP", "TEMPORARY")
 _savepoints = itertools.count()
 
 
@@ -161,11 +168,15 @@ class Connection:
         a transaction has read nothing yet; a transaction that read first and then writes
         gets "database is locked" at once, as soon as another connection writes. A stock
         client's `BEGIN; INSERT …` waits, so a matview client's must too (and so must its
-        CREATE/DROP/REFRESH MATERIALIZED VIEW, which write)."""
+        plain DDL and CREATE/DROP/REFRESH MATERIALIZED VIEW, which write)."""
         if self.apsw.get_autocommit():
             return
         word = statements.first_word(sql)
-        if word in _WRITES or (word in _MATERIALIZED and statements.parse_materialized(sql) is not None):
+        if (
+            word in _WRITES
+            or (word in _DDL and not _temporary(sql))
+            or (word in _MATERIALIZED and statements.parse_materialized(sql) is not None)
+        ):
             self._take_write_lock()
 
     def _take_write_lock(self) -> None:

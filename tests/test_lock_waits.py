@@ -144,3 +144,37 @@ def test_matviews_own_writes_wait_for_a_lock_another_process_holds(
         if conn.execute("SELECT 1 FROM __dbsp_catalog WHERE name = ?", (name,)).fetchone():
             assert_view_matches(conn, name, sql)
     conn.close()
+
+
+@pytest.mark.parametrize(
+    "ddl",
+    ["CREATE TABLE extra(a)", "CREATE INDEX t_val ON t(val)", "ALTER TABLE gone ADD COLUMN note TEXT", "DROP TABLE gone"],
+)
+def test_a_transaction_that_starts_with_ddl_waits_for_the_lock(tmp_path: Path, ddl: str) -> None:
+    """`with conn: conn.execute("CREATE TABLE …")` (plain DDL first) while another connection
+    holds the write lock for a moment: a stock `BEGIN; CREATE TABLE` waits, so must matview
+    (it read the schema first, and SQLite failed it at once)."""
+    path = make(tmp_path)
+    setup = apsw.Connection(path)
+    setup.execute("CREATE TABLE gone(a)")
+    setup.close()
+    other = apsw.Connection(path)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO t(grp, val) VALUES (1, 10)")
+
+    def commit_later() -> None:
+        time.sleep(0.3)
+        other.execute("COMMIT")
+
+    conn = matview.connect(path)
+    releaser = threading.Thread(target=commit_later)
+    releaser.start()
+    try:
+        with conn:
+            conn.execute(ddl)
+            conn.execute("INSERT INTO t(grp, val) VALUES (2, 20)")
+        assert_view_matches(conn, "v", VIEW)
+    finally:
+        releaser.join()
+        conn.close()
+        other.close()
