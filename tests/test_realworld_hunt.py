@@ -541,3 +541,37 @@ def test_refused_shapes_raise_unsupported_and_keep_the_transaction(tmp_path, sql
     conn.execute("INSERT INTO posts VALUES (3, 1, 'u', 1, '2024-01-03')")
     assert_view_matches(conn, "good", good)
     conn.close()
+
+
+LITERALS_NAMED_LIKE_COLUMNS = [
+    "SELECT a, 'b' AS label, count(*) AS n FROM t GROUP BY a",
+    "SELECT 'a' AS kind, count(*) FROM t UNION ALL SELECT 'b', count(*) FROM u",
+    "SELECT b, 'a' || b AS tag, sum(b) FROM t GROUP BY b",
+    "SELECT a, 'a' AS same, max(b) FROM t WHERE a <> 'a' GROUP BY a HAVING 'b' < 'c'",
+]
+
+
+@pytest.mark.parametrize("view", LITERALS_NAMED_LIKE_COLUMNS)
+def test_string_literal_spelled_like_a_column_is_a_literal(tmp_path, view):
+    """Regression: the tokenizer took `'b'` for a name, so `SELECT a, 'b' … GROUP BY a` was
+    refused as a bare column b, and `SELECT a, 'a' … GROUP BY 'a'` maintained column a as if
+    it were the GROUP BY term (a wrong view)."""
+    setup = [
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT, b INT)",
+        "CREATE TABLE u(id INTEGER PRIMARY KEY, v INT)",
+        "INSERT INTO t(a, b) VALUES ('a', 1), ('b', 2), ('a', 3), (NULL, NULL)",
+        "INSERT INTO u(v) VALUES (1), (2)",
+    ]
+    steps = [
+        ["INSERT INTO t(a, b) VALUES ('c', 4), ('a', 1)", "DELETE FROM u WHERE v = 1"],
+        ["UPDATE t SET a = 'b' WHERE b = 1", "INSERT INTO u(v) VALUES (5)"],
+        ["DELETE FROM t WHERE a = 'a'"],
+    ]
+    _run(tmp_path, setup, view, steps)
+
+
+def test_a_bare_column_beside_a_constant_group_by_is_refused(tmp_path):
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT)")
+    with pytest.raises(matview.UnsupportedQuery, match="column a in the select list"):
+        conn.execute("CREATE MATERIALIZED VIEW v AS SELECT a, 'a' FROM t GROUP BY 'a'")

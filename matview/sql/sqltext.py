@@ -32,6 +32,8 @@ _CLAUSES = {
     TokenType.LIMIT: "limit",
 }
 _NAME_TYPES = {TokenType.VAR, TokenType.IDENTIFIER}
+#: literals whose text sqlglot gives unquoted: `'a'` is never the column a
+_STRING_TYPES = {kind for name, kind in TokenType.__members__.items() if name.endswith("_STRING") or name == "STRING"}
 
 #: compound operators (UNION [ALL], INTERSECT, EXCEPT) as tokens
 SET_OPERATIONS = (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT)
@@ -48,7 +50,9 @@ class Token:
 
     @property
     def is_name(self) -> bool:
-        return self.kind in _NAME_TYPES or (self.text.isidentifier() and self.kind not in _CLAUSES)
+        return self.kind in _NAME_TYPES or (
+            self.text.isidentifier() and self.kind not in _CLAUSES and self.kind not in _STRING_TYPES
+        )
 
     @property
     def is_quoted(self) -> bool:
