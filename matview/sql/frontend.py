@@ -255,6 +255,9 @@ class _Builder:
         where = f"aggregate {call.name}()"
         args = list(call.args)
         separator = None
+        for token in (t for a in args for t in a.tokens):
+            if token.kind == TokenType.ORDER_BY:
+                raise UnsupportedQuery(f"ORDER BY inside {where} is not supported yet")
         if func == "count" and not args:
             if call.distinct:
                 raise UnsupportedQuery("COUNT(DISTINCT *) is not valid")
@@ -275,9 +278,6 @@ class _Builder:
                 )
         elif len(args) != 1:
             raise UnsupportedQuery(f"{where} with {len(args)} arguments")
-        for token in (t for a in args for t in a.tokens):
-            if token.kind == TokenType.ORDER_BY:
-                raise UnsupportedQuery(f"ORDER BY inside {where} is not supported yet")
         if call.distinct and func in ("sum", "total", "avg"):
             # An untyped column may hold 3 and 3.0, equal for DISTINCT but of different types,
             # and SQLite's sum keeps whichever came first: refuse rather than guess.
