@@ -376,21 +376,21 @@ def test_ordered_state_merged_in_key_ranges(spark: Any, tmp_path: Path, monkeypa
     """MIN/MAX multisets merged by Spark tasks, one key range each (here 6 per view, cut
     inside groups and between storage kinds), or (0: no ATTACH slot left for them) by the
     driver from the load part files: either gives the ordered state a local CREATE stores."""
-    from matview.spark import pipeline
+    from matview.spark import ordered
 
-    monkeypatch.setattr(pipeline, "ORDERED_RANGE_ROWS", 1)
-    monkeypatch.setattr(pipeline, "ORDERED_MIN_ENTRIES", 0)
-    monkeypatch.setattr(pipeline, "ORDERED_RANGES_PER_CORE", 3)
-    monkeypatch.setattr(pipeline, "MAX_ORDERED_RANGES", ranges)
+    monkeypatch.setattr(ordered, "ORDERED_RANGE_ROWS", 1)
+    monkeypatch.setattr(ordered, "ORDERED_MIN_ENTRIES", 0)
+    monkeypatch.setattr(ordered, "ORDERED_RANGES_PER_CORE", 3)
+    monkeypatch.setattr(ordered, "MAX_ORDERED_RANGES", ranges)
     cuts: list[int] = []
-    cut = pipeline._ordered_ranges
+    cut = ordered._ordered_ranges
 
     def counted(*args: Any) -> Any:
         out = cut(*args)
         cuts.append(len(out))
         return out
 
-    monkeypatch.setattr(pipeline, "_ordered_ranges", counted)
+    monkeypatch.setattr(ordered, "_ordered_ranges", counted)
     rnd = random.Random(5)
     values = ["1", "1.0", "1.5", "2", "2.0", "x", "y", "", "-0.0", "0", "3e0", "abc"]
     path = tmp_path / "m.csv"

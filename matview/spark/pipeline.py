@@ -28,15 +28,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import apsw
-
 import matview
-from matview import names
-from matview.db import scalar
 from matview.errors import Error
-from matview.names import fold, is_internal, quote
-from matview.spark import tasks
+from matview.names import fold, is_internal
+from matview.spark import ordered, tasks
 from matview.spark.commit import MAX_ATTACHED, LoadedTable, attached_count, commit, table_exists, views_reading
+from matview.spark.session import spark_call
 from matview.spark.sources import Source, check_existing, read_source
 from matview.spark.views import ViewJob, classify, scratch_schema
 
@@ -47,14 +44,6 @@ MODES = ("create", "replace", "append")
 MIN_PARTITIONS = "spark.sql.files.minPartitionNum"
 #: file splits asked per core for the load job (each split: one task, one part file)
 SPLITS_PER_CORE = 4
-#: below this many ordered-state entries (estimated) the driver merges them itself: the job's
-#: fixed cost (~1 s on the 2-core box) exceeds the driver's merge (~0.5 s per million entries)
-ORDERED_MIN_ENTRIES = 500_000
-#: ordered-state entries per merge task (estimated); at most this many tasks per core and view
-#: (each range after the first costs the driver an ordinary INSERT instead of a whole copy)
-ORDERED_RANGE_ROWS = 100_000
-ORDERED_RANGES_PER_CORE = 1
-MAX_ORDERED_RANGES = 16
 #: at most this many merged part files (of partial states) per loaded table
 MERGED_PARTS = 8
 ViewArg = str | tuple[str, str]
@@ -256,7 +245,7 @@ def _run_spark(
         if frame.rdd.getNumPartitions() > cap:
             frame = frame.coalesce(cap)
         load_fn = functools.partial(tasks.load_partition, spec)
-        out = _spark_call(source, functools.partial(_checkpointed, frame, load_fn))
+        out = spark_call(source, functools.partial(_checkpointed, frame, load_fn))
         parts = out.where(f.col("kind") == "part").select("path", "rows", "version").collect()
         summary.partitions += len(parts)
         for part in parts:
@@ -272,99 +261,20 @@ def _run_spark(
             # their tasks share the cores and neither waits for the other's scheduling)
             later = len(sources) - 1 - index
             room = MAX_ATTACHED - attached_count(loads, jobs, merged) - MERGED_PARTS - later * (cap + MERGED_PARTS + 1)
-            limit = min(room, ORDERED_RANGES_PER_CORE * spark.sparkContext.defaultParallelism, MAX_ORDERED_RANGES)
-            views = _ordered_views(load, jobs)
+            limit = ordered.range_limit(room, spark.sparkContext.defaultParallelism)
+            views = ordered.ordered_views(load, jobs)
             with ThreadPoolExecutor(1) as pool:
-                ordered = (
-                    pool.submit(_merge_ordered, spark, source, load, views, limit, staging_dir)
+                merging = (
+                    pool.submit(ordered.merge_ordered, spark, source, load, views, limit, staging_dir)
                     if views and load.parts and limit >= 1
                     else None
                 )
                 merged += _merge(source, out, tasks.MergeSpec(staging_dir, plans))
-                if ordered is not None:
-                    ordered.result()
+                if merging is not None:
+                    merging.result()
             summary.phases["merge"] += time.perf_counter() - started
         out.unpersist()
     return merged
-
-
-def _ordered_views(load: LoadedTable, jobs: list[ViewJob]) -> list[ViewJob]:
-    """The partitioned aggregates over `load` with MIN/MAX: the views with an ordered state to
-    merge (the others' is empty)."""
-    table = fold(load.table)
-    return [
-        j
-        for j in jobs
-        if j.partitioned_on == table
-        and j.plan is not None
-        and j.plan.kind == "aggregate"
-        and any(spec.func in ("min", "max") for spec in j.plan.aggs)
-    ]
-
-
-def _merge_ordered(
-    spark: SparkSession, source: Source, load: LoadedTable, views: list[ViewJob], limit: int, staging_dir: str
-) -> None:
-    """Merge the ordered states (MIN/MAX multisets) of `views` in Spark tasks, at most `limit`
-    key ranges per view, split at quantiles of the largest part file: the driver then only
-    copies them in key order (`ViewJob.ordered_parts`) instead of merging every part file's
-    entries itself. Without ATTACH slots for them (`limit` 0), the driver merges."""
-    largest = max(load.parts, key=os.path.getsize)
-    ranges = _ordered_ranges(largest, views, len(load.parts), limit)
-    specs = [tasks.OrderedSpec(staging_dir, tuple(load.parts), tuple(entries)) for entries in ranges]
-    if not specs:
-        return
-    # one task per range, through the same Python runner as the other jobs (already warm: an
-    # RDD job's first run costs ~1.5 s more here)
-    found = _spark_call(
-        source,
-        lambda: (
-            spark.range(len(specs), numPartitions=len(specs))
-            .mapInArrow(functools.partial(tasks.merge_ordered_ranges, specs), tasks.ORDERED_DDL)
-            .collect()
-        ),
-    )
-    paths = [str(row["path"]) for row in sorted(found, key=lambda row: int(row["index"]))]
-    by_table = {names.ordered_state_table(j.name): j for j in views}
-    for spec, path in zip(specs, paths, strict=True):
-        for table, *_ in spec.views:
-            by_table[table].ordered_parts.append(str(path))
-
-
-def _ordered_ranges(
-    sample: str, views: list[ViewJob], parts: int, limit: int
-) -> list[list[tuple[str, str, tasks.OrderedKey | None, tasks.OrderedKey | None]]]:
-    """Per task, the (table, DDL, lower, upper) key ranges it merges: each view's ordered state
-    cut into up to `limit` ranges of about `ORDERED_RANGE_ROWS` entries, at the quantiles of
-    its entries in the part file `sample` (which holds `1/parts` of the rows, roughly)."""
-    conn = apsw.Connection(sample, flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        out: list[list[tuple[str, str, tasks.OrderedKey | None, tasks.OrderedKey | None]]] = []
-        for job in views:
-            table = names.ordered_state_table(job.name)
-            ddl = scalar(conn, "SELECT sql FROM main.sqlite_master WHERE type = 'table' AND name = ?", (table,))
-            if ddl is None:
-                continue
-            entries = int(scalar(conn, f"SELECT count(*) FROM main.{quote(table)}"))
-            if entries * parts < ORDERED_MIN_ENTRIES:
-                continue
-            count = max(1, min(limit, entries, entries * parts // ORDERED_RANGE_ROWS))
-            cuts: list[tasks.OrderedKey | None] = [None]
-            for i in range(1, count):
-                cut = conn.execute(
-                    f"SELECT operator_id, key, ord, kind FROM main.{quote(table)} "
-                    "ORDER BY operator_id, key, ord, kind LIMIT 1 OFFSET ?",
-                    (entries * i // count,),
-                ).fetchone()
-                cuts.append(tuple(cut))  # type: ignore[arg-type]
-            cuts.append(None)
-            for i in range(count):
-                if len(out) <= i:
-                    out.append([])
-                out[i].append((table, str(ddl), cuts[i], cuts[i + 1]))
-        return out
-    finally:
-        conn.close()
 
 
 def _checkpointed(frame: DataFrame, load_fn: object) -> DataFrame:
@@ -397,22 +307,7 @@ def _merge(source: Source, out: DataFrame, spec: tasks.MergeSpec) -> list[str]:
         return frame.select(*(f.col(c) if c in present else f.lit(None).cast(typed[c]).alias(c) for c in columns))
 
     unified = shaped(states).unionByName(shaped(rows)).coalesce(MERGED_PARTS)
-    found = _spark_call(
+    found = spark_call(
         source, lambda: unified.mapInArrow(functools.partial(tasks.write_merged, spec), tasks.PART_DDL).collect()
     )
     return [str(row["path"]) for row in found]
-
-
-def _spark_call(source: Source, run):  # type: ignore[no-untyped-def]
-    """Run a Spark action; its failure (a corrupt file, a failed task) as a matview.Error."""
-    try:
-        return run()
-    except Error:
-        raise
-    except Exception as exc:
-        text = str(exc)
-        lines = [line for line in text.splitlines() if line.strip()]
-        reason = next((line for line in lines if "Error" in line or "Exception" in line), lines[0] if lines else "")
-        raise Error(
-            f"Spark job over {source.table}={source.uri} failed (nothing was written): {reason[:500]}"
-        ) from None

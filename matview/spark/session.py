@@ -19,6 +19,8 @@ from matview.errors import Error
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from matview.spark.sources import Source
+
 #: JVM flags that halve a small session's start (serial GC, C1 JIT only): tests, not heavy jobs
 FAST_START_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
@@ -66,3 +68,18 @@ def build_session(
     if quiet:
         session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def spark_call(source: Source, run):  # type: ignore[no-untyped-def]
+    """Run a Spark action; its failure (a corrupt file, a failed task) as a matview.Error."""
+    try:
+        return run()
+    except Error:
+        raise
+    except Exception as exc:
+        text = str(exc)
+        lines = [line for line in text.splitlines() if line.strip()]
+        reason = next((line for line in lines if "Error" in line or "Exception" in line), lines[0] if lines else "")
+        raise Error(
+            f"Spark job over {source.table}={source.uri} failed (nothing was written): {reason[:500]}"
+        ) from None
