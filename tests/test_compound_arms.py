@@ -68,6 +68,17 @@ VIEWS = {
         "SELECT id, customer_id IN (SELECT order_id FROM refunds INTERSECT SELECT id FROM customers) FROM orders"
     ),
     "in_max_unaliased": "SELECT id, customer_id IN (SELECT max(order_id) FROM refunds) FROM orders",
+    # `SELECT *` straight over a set operation in a CTE or FROM-subquery: that set operation
+    "star_over_cte_union": (
+        "WITH ids AS (SELECT customer_id FROM orders UNION SELECT id FROM customers) SELECT * FROM ids"
+    ),
+    "star_over_derived_except": (
+        "SELECT * FROM (SELECT customer_id AS c, amount FROM orders EXCEPT SELECT order_id, amount FROM refunds) AS e"
+    ),
+    "star_over_cte_reading_a_cte": (
+        "WITH open AS (SELECT customer_id FROM orders WHERE status = 'open'), "
+        "both AS (SELECT customer_id FROM open INTERSECT SELECT id FROM customers) SELECT * FROM both"
+    ),
     "intersect_subquery": (
         "SELECT customer_id FROM orders WHERE amount > (SELECT avg(amount) FROM orders) "
         "INTERSECT SELECT id FROM customers"

@@ -69,6 +69,9 @@ def extract_nodes(conn: apsw.Connection, sql: str, owner: str) -> tuple[str, lis
         tokens = tokenize(body)
     if not tokens or tokens[0].kind != TokenType.SELECT:
         return sql, []
+    inner = _star_over_set_operation(body, tokens, prefix, ctes)
+    if inner is not None:
+        return extract_nodes(conn, prefix + inner, owner)
     if set_operators(tokens):
         arms: dict[str, Node] = {}
         probe_columns(conn, sql)  # SQLite's own errors first (an ORDER BY term out of range, …)
@@ -81,6 +84,27 @@ def extract_nodes(conn: apsw.Connection, sql: str, owner: str) -> tuple[str, lis
     if nodes:
         rewritten = _keep_column_names(conn, prefix + body, body, rewritten)
     return prefix + rewritten, list(nodes.values())
+
+
+def _star_over_set_operation(body: str, tokens: list[Token], prefix: str, ctes: dict[str, Cte]) -> str | None:
+    """`SELECT * FROM d`, d a set operation (a FROM-subquery, or a CTE without a column list),
+    is that set operation: the same rows under the same column names. None otherwise."""
+    clauses = split_clauses(body, tokens)
+    if not clauses.from_ or not _reads_alone(clauses) or clauses.limit:
+        return None
+    items = read_from_items(body, list(clauses.from_.tokens), check=False)
+    if len(items) != 1:
+        return None
+    item = items[0]
+    inner = item.body
+    if inner is None and item.name is not None and not item.schema:
+        cte = ctes.get(fold(item.name))
+        inner = cte.body if cte is not None and cte.columns is None else None
+    if inner is None or not _is_compound(inner):
+        return None
+    if prefix and tokenize(inner)[0].kind == TokenType.WITH:
+        return None  # (two WITH lists)
+    return inner
 
 
 def _keep_column_names(conn: apsw.Connection, sql: str, body: str, rewritten: str) -> str:
