@@ -27,7 +27,7 @@ from matview.operators.exact_sums import register_exact_sums
 from matview.progress import ProgressCallback
 from matview.registry import Registry, View
 from matview.sql.nodes import is_node
-from matview.storage import catalog
+from matview.storage import catalog, readable
 from matview.storage.viewstore import ROW_KEY_FUNCTION, row_key_sql
 from matview.viewinfo import ViewInfo
 from matview_ext import statements
@@ -84,7 +84,8 @@ class Connection:
         connection.create_scalar_function(ROW_KEY_FUNCTION, row_key_sql, -1, deterministic=True)
         register_exact_sums(connection)
         connection.create_scalar_function(upstream.UNREADABLE_FUNCTION, upstream.unreadable, 3)  # type: ignore[arg-type]
-        connection.create_module("matview", Module(connection, self.registry))  # type: ignore[arg-type]
+        self._module = Module(connection, self.registry)
+        connection.create_module("matview", self._module)  # type: ignore[arg-type]
         connection.set_rollback_hook(self.registry.invalidate)
         catalog.check_version(connection)
         catalog.upgrade(connection)
@@ -467,6 +468,9 @@ class Connection:
     def create_collation(self, name: str, compare: Callable[[str, str], int]) -> None:
         """Register a collation here (a view whose tables declare it needs it to fold)."""
         self.apsw.create_collation(name, compare)
+        for view in list(self._module.lacking):  # shadows declared without it: made again, with it
+            readable.drop_shadow(self.apsw, view)
+        self._module.lacking.clear()
         self.registry.functions_changed()
 
     def views(self) -> list[ViewInfo]:

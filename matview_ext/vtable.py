@@ -41,6 +41,9 @@ class Module:
 
     def __init__(self, conn: apsw.Connection, registry: Registry) -> None:
         self.conn, self.registry = conn, registry
+        #: views whose shadow was declared without a collation this connection lacks (by
+        #: lower-cased name): every read of one says which; `create_collation` re-creates them
+        self.lacking: dict[str, str] = {}
 
     def Create(self, db: Any, modulename: str, dbname: str, tablename: str, *args: str) -> tuple[str, Table]:
         # SQLite reconnects virtual tables in the middle of ALTER TABLE, when running SQL
@@ -48,10 +51,26 @@ class Module:
         view = self.registry.views.get(tablename.lower()) or self.registry.get(tablename)
         if view is None:
             raise Error(f"{tablename}: create materialized views with CREATE MATERIALIZED VIEW")
-        columns = ", ".join(
-            f"{quote(c.name)} {c.decltype} COLLATE {quote(c.collation)}" for c in view.entry.plan.columns
-        )
-        return f"CREATE TABLE x({columns})", Table(self, view.name)
+        columns = []
+        for c in view.entry.plan.columns:
+            if self._has_collation(c.collation):
+                columns.append(f"{quote(c.name)} {c.decltype} COLLATE {quote(c.collation)}")
+                continue
+            # (declared with it, SQLite would refuse the shadow, and with it the connection)
+            self.lacking[view.name.lower()] = c.collation
+            columns.append(f"{quote(c.name)} {c.decltype}")
+        return f"CREATE TABLE x({', '.join(columns)})", Table(self, view.name)
+
+    def _has_collation(self, name: str) -> bool:
+        """Whether this connection can compare with collation `name` (`PRAGMA collation_list`
+        also lists names SQLite has merely seen in a schema)."""
+        if name.upper() in ("BINARY", "NOCASE", "RTRIM"):
+            return True
+        try:
+            self.conn.execute(f"SELECT 'a' < 'b' COLLATE {quote(name)}").fetchall()
+        except apsw.SQLError:
+            return False
+        return True
 
     def Connect(self, db: Any, modulename: str, dbname: str, tablename: str, *args: str) -> tuple[str, Table]:
         try:
@@ -81,6 +100,12 @@ class Table:
             ) from None
         if view is None:
             raise Error(f"no such materialized view: {self.name} (it was dropped)")
+        lacking = self.module.lacking.get(self.name.lower())
+        if lacking is not None:
+            raise Error(
+                f"materialized view {self.name} compares with collation {lacking}, which this connection has "
+                f"not registered: call create_collation({lacking!r}, function) on it first"
+            )
         view.check()
         return view
 

@@ -147,3 +147,28 @@ def test_f4_user_collated_column_never_blocks_base_writes(tmp_path):
         assert_view_matches(conn, "j", sql)
     finally:
         conn.close()
+
+
+def test_a_view_column_of_a_user_collation_never_blocks_opening_the_file(tmp_path):
+    """Regression (found by the catalog fuzzer: a plan naming collation `BIgARY`): the view's
+    temp shadow declared its column `COLLATE rev`, which SQLite refuses on a connection
+    without `rev` — and so `matview.connect` raised a raw apsw.SQLError. Now the file opens,
+    writes go on, reading the view names the collation, and registering it reads it exactly."""
+    path = str(tmp_path / "db.sqlite")
+    conn = matview.connect(path)
+    conn.create_collation("rev", _reverse)
+    conn.execute("CREATE TABLE a(id INTEGER PRIMARY KEY, k TEXT COLLATE rev)")
+    conn.execute("INSERT INTO a(k) VALUES ('ab'), ('ba')")
+    sql = "SELECT id, k FROM a"
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {sql}")
+    conn.close()
+    conn = matview.connect(path)
+    try:
+        conn.execute("INSERT INTO a(k) VALUES ('cc')")
+        with pytest.raises(matview.Error, match="(?i)collation rev.*create_collation"):
+            conn.execute("SELECT * FROM v").fetchall()
+        conn.create_collation("rev", _reverse)
+        assert_view_matches(conn, "v", sql)
+        assert conn.execute("SELECT k FROM v WHERE k = 'AB' COLLATE NOCASE").fetchall() == [("ab",)]
+    finally:
+        conn.close()

@@ -372,7 +372,7 @@ def test_format_1_file_is_upgraded_on_open(path: Path) -> None:
     ro.close()
     assert format_of(path) == 1
     conn = matview.connect(str(path))  # writable: upgrades
-    assert format_of(path) == catalog.FORMAT_VERSION == 2
+    assert format_of(path) == catalog.FORMAT_VERSION == 3
     kinds = dict(conn.execute("SELECT name, type FROM main.sqlite_master WHERE name IN ('agg', 'rows v', 'dist')"))
     assert kinds == {"agg": "view", "rows v": "view", "dist": "view"}
     for name, sql in views.items():
@@ -407,7 +407,7 @@ def test_failed_upgrade_leaves_format_1(path: Path, monkeypatch: pytest.MonkeyPa
     assert raw.execute("SELECT count(*) FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL TABLE%'").fetchone() == (3,)
     raw.close()
     conn = matview.connect(str(path))
-    assert format_of(path) == 2
+    assert format_of(path) == catalog.FORMAT_VERSION
     for name, sql in views.items():
         assert_view_matches(conn, name, sql)
     conn.close()
