@@ -21,6 +21,7 @@ import apsw
 
 from matview import names, upstream
 from matview.db import ENVIRONMENT_ERRORS, describe, savepoint
+from matview.errors import Error
 from matview.names import quote
 from matview.operators.recompute import recomputed_delta, should_recompute
 from matview.registry import Registry, View
@@ -231,7 +232,10 @@ def _fold_together(
                     listener(view, delta)  # inside the savepoint: a stalled group records nothing
                 if registry.dependents_of(view):
                     upstream.ensure_delta_table(conn, view.name, view.entry.plan.columns)
-                    upstream.write_delta(conn, view.name, len(view.entry.plan.columns), delta)
+                    try:
+                        upstream.write_delta(conn, view.name, len(view.entry.plan.columns), delta)
+                    except Error as exc:  # a row of ΔV is an error its readers would raise
+                        raise _GroupStalled(f"cannot be folded: {exc}") from None
                     changes[names.fold(view.name)] = len(delta)
     except _GroupStalled as stalled:
         _stall(group, str(stalled))

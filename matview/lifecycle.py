@@ -25,7 +25,7 @@ from matview.storage import catalog, readable
 from matview.storage.capture import capture_installed, install_capture, missing_capture_tables, remove_capture
 from matview.storage.catalog import ViewEntry
 from matview.storage.indexes import drop_unused as drop_unused_indexes
-from matview.storage.indexes import with_indexes
+from matview.storage.indexes import refuse_group_concat_through_own_index, with_indexes
 from matview.storage.schema import affinity, read_table, table_kind
 from matview.storage.state import StateStore, clear_state_tables, create_state_tables
 from matview.storage.viewstore import ViewTable
@@ -100,6 +100,7 @@ def create_view(
             if up is not None:
                 upstream.ensure_delta_table(conn, up.name, up.entry.plan.columns)
         plan = with_indexes(conn, compiled)
+        refuse_group_concat_through_own_index(conn, plan, sql)
         view_table = ViewTable(name, plan.columns)
         view_table.create(conn)
         create_state_tables(conn, name)

@@ -49,6 +49,8 @@ def unreadable(view: str, column: str, value: object) -> NoReturn:
     """SQL function: a stored aggregate result that is an error (see `RESULT_ERRORS`) raises
     it where a downstream view reads it, as reading the upstream does."""
     reason = RESULT_ERRORS.get(value, "") if isinstance(value, bytes) else ""
+    if fold(view).startswith(NODE_PREFIX):  # (an internal node: the user named no such view)
+        raise Error(f"an aggregate of the query: {reason or 'unreadable value'}")
     raise Error(f"materialized view {view}, column {column}: {reason or 'unreadable value'}")
 
 
@@ -188,7 +190,12 @@ def write_delta(conn: apsw.Connection, view: str, width: int, delta: ZSet[bytes]
     table = f"temp.{quote(names.view_delta_table(view))}"
     conn.execute(f"DELETE FROM {table}")
     if delta:
+        rows = [(*row_of(key), weight) for key, weight in delta.items()]
+        for row in rows:
+            # a row that is an error (an overflowing aggregate) fails its readers as SQLite's
+            # SELECT would, even those whose delta terms would never read the column
+            failed = next((v for v in row[:-1] if type(v) is bytes and v in RESULT_ERRORS), None)
+            if failed is not None and row[-1] > 0:
+                unreadable(view, "", failed)
         marks = ", ".join("?" for _ in range(width + 1))
-        conn.executemany(
-            f"INSERT INTO {table} VALUES ({marks})", ((*row_of(key), weight) for key, weight in delta.items())
-        )
+        conn.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)

@@ -1009,3 +1009,31 @@ def test_order_dependent_sums_refused_on_read(tmp_path, decltype, values, view):
         conn.execute("DELETE FROM t")  # an empty group is in range in every order again
         assert_view_matches(conn, "v", view)
         conn.close()
+
+
+@pytest.mark.parametrize(
+    "having",
+    [
+        "SELECT g FROM t GROUP BY g HAVING sum(x) > 0 AND 0",
+        "SELECT g, count(*) FROM t GROUP BY g HAVING sum(x) <> 7",
+        "SELECT count(*) FROM t HAVING sum(x) = 12345",
+        "SELECT id FROM t2 WHERE k IN (SELECT g FROM t GROUP BY g HAVING sum(x) > 5)",
+    ],
+)
+def test_an_overflowing_sum_read_only_by_having_raises_on_read(tmp_path, having):
+    """Regression (hostile hunt F2): a group whose SUM overflows, the sum read only by HAVING,
+    was kept (or dropped) silently; SQLite's SELECT raises integer overflow. Now every column
+    of the group's row is the error, so reading the view raises it."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g INTEGER, x INTEGER)")
+    conn.execute("CREATE TABLE t2(id INTEGER PRIMARY KEY, k INTEGER)")
+    conn.execute("INSERT INTO t2(k) VALUES (1)")
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {having}")
+    with conn:
+        conn.executemany("INSERT INTO t(g, x) VALUES (1, ?)", [(2**62,), (2**62,)])
+    with pytest.raises(apsw.SQLError, match="integer overflow"):
+        conn.execute(having).fetchall()
+    with pytest.raises(matview.Error, match="integer overflow"):
+        conn.execute("SELECT * FROM v").fetchall()
+    conn.execute("DELETE FROM t WHERE id = 1")  # back in range: the view reads again, exact
+    assert_view_matches(conn, "v", having)

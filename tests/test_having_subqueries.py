@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from oracle import assert_views_match, column_names, create_views_both_modes, drive_write_mix
+from oracle import assert_view_matches, assert_views_match, column_names, create_views_both_modes, drive_write_mix
 
 import matview
 
@@ -231,3 +231,23 @@ def test_review_findings_are_exact_or_refused(tmp_path: Path, name: str) -> None
         conn.execute("INSERT INTO t VALUES (4, 2), (5, 3)")
         conn.execute("UPDATE u SET v = 2")
     assert_views_match(conn, live)
+
+
+@pytest.mark.parametrize("rows", [5, 2100])
+def test_an_overflow_in_a_group_the_having_drops_raises(tmp_path: Path, rows: int) -> None:
+    """Regression (hostile hunt F3): the aggregate node's overflowing group, dropped by the
+    HAVING subquery, made the view read `[]` after a large transaction (refresh as a delta)
+    where SQLite's SELECT raises integer overflow; a small one raised. Both raise now."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g TEXT, x INTEGER)")
+    conn.execute("CREATE TABLE t2(id INTEGER PRIMARY KEY)")
+    conn.execute("INSERT INTO t2 DEFAULT VALUES")
+    q = "SELECT g, sum(x) FROM t GROUP BY g HAVING count(*) > (SELECT count(*) FROM t2)"
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {q}")
+    with conn:
+        conn.executemany("INSERT INTO t(g, x) VALUES ('a', ?)", [(2**62,), (2**62,)] + [(1,)] * rows)
+        conn.executemany("INSERT INTO t2 DEFAULT VALUES", [()] * (rows + 100))
+    with pytest.raises(matview.Error, match="integer overflow"):
+        conn.execute("SELECT * FROM v").fetchall()
+    conn.execute("DELETE FROM t WHERE id = 1")
+    assert_view_matches(conn, "v", q)

@@ -172,3 +172,27 @@ def test_a_view_column_of_a_user_collation_never_blocks_opening_the_file(tmp_pat
         assert conn.execute("SELECT k FROM v WHERE k = 'AB' COLLATE NOCASE").fetchall() == [("ab",)]
     finally:
         conn.close()
+
+
+def test_a_join_views_index_never_reorders_a_group_concat_view(tmp_path):
+    """Regression (hostile hunt F1): a join view's index on t(g) made SQLite answer
+    `SELECT group_concat(g) FROM t` through it (index order), while the view keeps rowid
+    order. Now matview does not make an index that a GROUP_CONCAT view's SELECT would use
+    (that join's term stays a scan, `explain` says so), and a GROUP_CONCAT view that SQLite
+    would answer through matview's existing index is refused by name."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g TEXT, k INTEGER)")
+    conn.execute("CREATE TABLE t2(id INTEGER PRIMARY KEY, x INTEGER)")
+    conn.execute("INSERT INTO t(g, k) VALUES ('b', 1), ('a', 2), ('c', 3)")
+    sql = "SELECT group_concat(g) AS s FROM t"
+    conn.execute(f"CREATE MATERIALIZED VIEW gc AS {sql}")
+    conn.execute("CREATE MATERIALIZED VIEW j AS SELECT t.id, t2.id AS i2 FROM t JOIN t2 ON t.g = t2.x")
+    conn.execute("INSERT INTO t(g, k) VALUES ('0', 4)")
+    assert_view_matches(conn, "gc", sql)
+    assert conn.view("gc").verify()
+    assert "scans" in conn.view("j").explain() or "SCAN" in conn.view("j").explain()
+    conn.execute("DROP MATERIALIZED VIEW gc")
+    conn.execute("CREATE MATERIALIZED VIEW j2 AS SELECT t.id, t2.id AS i2 FROM t JOIN t2 ON t.k = t2.x")
+    with pytest.raises(matview.UnsupportedQuery, match="GROUP_CONCAT here"):
+        conn.execute("CREATE MATERIALIZED VIEW gc2 AS SELECT group_concat(k) FROM t")
+    conn.close()

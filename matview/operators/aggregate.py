@@ -110,10 +110,14 @@ class Aggregate:
         for position, (key, group, results) in enumerate(live):
             exprs, keep = evaluated[position] if evaluated else ([], True)
             failed = next((r for r in results if type(r) is bytes and r in RESULT_ERRORS), None)
-            if failed is not None:  # expressions and HAVING over it would raise in SQLite too
-                exprs, keep = [failed] * len(exprs), True
             row = None
-            if keep:
+            if failed is not None:
+                # SQLite's SELECT raises for the whole query, whatever the HAVING or the select
+                # list use of the failed aggregate: every column of the row is the error, so any
+                # read of the row (a reader's, or a downstream view's filter) raises it
+                row = [failed] * len(plan.outputs)
+                delta.add(row_key(row), 1)
+            elif keep:
                 row = [self._output(source, index, group, results, exprs) for source, index in plan.outputs]
                 delta.add(row_key(row), 1)
             group[2] = row

@@ -23,10 +23,11 @@ from matview import names
 from matview.circuit import DeltaTerms
 from matview.errors import UnsupportedQuery
 from matview.keys import BUILTIN_COLLATIONS
-from matview.names import quote
+from matview.names import fold, quote
 from matview.plan import Plan
 from matview.sql.from_clause import FromClause
 from matview.sql.frontend import Compiled
+from matview.storage import catalog
 from matview.storage.schema import read_table
 
 Probe = tuple[str, str]  # (column, collation)
@@ -111,11 +112,47 @@ def index_name(table: str, probes: list[Probe]) -> str:
     return f"{names.PREFIX}ix_{table}_{hashlib.sha1(key.encode()).hexdigest()[:10]}"
 
 
-def create_index(conn: apsw.Connection, table: str, probes: list[Probe]) -> str:
+def create_index(conn: apsw.Connection, table: str, probes: list[Probe]) -> str | None:
+    """matview's index on `table` for `probes` (made once, shared); None where a new one would
+    change the order in which SQLite answers a GROUP_CONCAT view's SELECT (the delta term
+    then stays a scan, reported by `explain`)."""
     name = index_name(table, probes)
+    if conn.execute("SELECT 1 FROM main.sqlite_master WHERE type = 'index' AND name = ?", (name,)).fetchone():
+        return name
     columns = ", ".join(f"{quote(c)} COLLATE {quote(k)}" for c, k in probes)
-    conn.execute(f"CREATE INDEX IF NOT EXISTS main.{quote(name)} ON {quote(table)} ({columns})")
+    conn.execute(f"CREATE INDEX main.{quote(name)} ON {quote(table)} ({columns})")
+    if any(name in detail for detail in group_concat_plans(conn, table)):
+        conn.execute(f"DROP INDEX main.{quote(name)}")
+        return None
     return name
+
+
+def refuse_group_concat_through_own_index(conn: apsw.Connection, plan: Plan, sql: str) -> None:
+    """A GROUP_CONCAT view whose SELECT SQLite answers through one of matview's indexes (made
+    for another view) would concatenate in that index's order, not the scan order kept here."""
+    if not any(a.func == "group_concat" for a in plan.aggs):
+        return
+    for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}"):
+        detail = str(row[3])
+        if f"INDEX {names.PREFIX}ix_" in detail:
+            raise UnsupportedQuery(
+                f"GROUP_CONCAT here: SQLite answers this SELECT through matview's index ({detail}), in that "
+                "index's order rather than the table's; this order is not maintained yet"
+            )
+
+
+def group_concat_plans(conn: apsw.Connection, table: str) -> list[str]:
+    """The query-plan lines of the SELECTs of the views with GROUP_CONCAT over `table`: their
+    concatenation order is SQLite's scan order, which an index of matview's must not change."""
+    details: list[str] = []
+    for entry in catalog.load_views(conn).values():
+        concatenates = any(a.func == "group_concat" for a in entry.plan.aggs)
+        if concatenates and fold(table) in {fold(t) for t in entry.plan.sources}:
+            try:
+                details += [str(row[3]) for row in conn.execute(f"EXPLAIN QUERY PLAN {entry.sql}")]
+            except apsw.Error:
+                continue
+    return details
 
 
 def drop_unused(conn: apsw.Connection, dropped: tuple[str, ...], still_used: set[str]) -> None:
@@ -174,7 +211,7 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
                         names.view_table(probed.name) if probed.materialized else probed.name
                     )  # (an upstream's rows)
                     name = create_index(conn, table, wanted)
-                    if name not in created:
+                    if name is not None and name not in created:
                         created.append(name)
             still = scanned_occurrences(conn, term, params, aliases) - delta_at if scanned else set()
             remaining += [f"a change of {table} scans {aliases[o]}" for o in sorted(still)]
@@ -185,7 +222,7 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
             wanted = probes.get(side)
             if wanted:
                 name = create_index(conn, names.delta_table(source.occurrences[side].table.name), wanted)
-                if name not in created:
+                if name is not None and name not in created:
                     created.append(name)
     return _subquery_indexes(conn, replace(plan, indexes=tuple(created), scans=tuple(dict.fromkeys(remaining))))
 
@@ -198,7 +235,7 @@ def _subquery_indexes(conn: apsw.Connection, plan: Plan) -> Plan:
         for table, column, collation in plan.subquery_probes:
             if collation.upper() in BUILTIN_COLLATIONS and not _leads_an_index(conn, table, column, collation):
                 name = create_index(conn, table, [(column, collation)])
-                if name not in created:
+                if name is not None and name not in created:
                     created.append(name)
     return replace(plan, indexes=tuple(created))
 
