@@ -203,8 +203,14 @@ class Connection:
         try:
             with progress.reporting(self.apsw, what, self._progress):
                 self._run_materialized_statement(statement)
-        except apsw.Error as exc:
-            raise Error(f"{type(exc).__name__}: {exc}") from exc
+        except BaseException as exc:
+            # rolled back (to its savepoint): whatever the registry learned (a node) is gone
+            self.registry.invalidate()
+            with contextlib.suppress(apsw.Error):
+                self.registry.sync()
+            if isinstance(exc, apsw.Error):
+                raise Error(f"{type(exc).__name__}: {exc}") from exc
+            raise
 
     def _run_materialized_statement(self, statement: Any) -> None:
         with self._writing():

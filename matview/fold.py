@@ -139,8 +139,12 @@ def fold_view(
     except ENVIRONMENT_ERRORS:
         raise
     except Exception as exc:
-        view.stalled = f"materialized view {view.name} cannot be folded: {describe(exc)}"
-        return None
+        refolded = None if recompute else _recomputed_after(conn, view, exc)
+        if refolded is None:
+            view.stalled = f"materialized view {view.name} cannot be folded: {describe(exc)}"
+            view.stalled_on = tuple(ranges)
+            return None
+        delta, store, set_at_a_time = *refolded, True
     if not set_at_a_time:
         # outside the guard: an error while writing (a view found inconsistent) must not leave a
         # half-applied ΔV behind a rolled-forward transaction; it reaches the caller
@@ -149,6 +153,26 @@ def fold_view(
     for table, _lo, hi in ranges:
         catalog.set_progress(conn, view.name, table, hi)
     return ranges, delta
+
+
+def _recomputed_after(conn: apsw.Connection, view: View, exc: Exception) -> tuple[ZSet[bytes], StateStore] | None:
+    """ΔV by recomputing the view (refresh as a delta) after its delta terms raised an SQLite
+    error: an expression that raises (malformed JSON, integer overflow) on a row that a later
+    change of the same pending range removed makes SQLite's SELECT of now succeed, so the view
+    must fold; recomputed from the tables as they stand, it does (applied, with its state).
+    None when that raises too (the SELECT itself would): the view stalls."""
+    if not isinstance(exc, apsw.Error):
+        return None
+    store = StateStore(conn, view.name, writable=True)
+    try:
+        with savepoint(conn):
+            delta = recomputed_delta(conn, view, store)
+            view.table.apply(conn, delta)
+    except ENVIRONMENT_ERRORS:
+        raise
+    except Exception:
+        return None
+    return delta, store
 
 
 #: consumed delta rows a table may keep before they are deleted; deleting in batches
@@ -188,6 +212,7 @@ def fold_pending_deltas(
 
 
 def _fold_alone(conn: apsw.Connection, view: View, touched: dict[str, int], listener: DeltaListener | None) -> None:
+    _retry_after_new_changes(conn, [view])
     if view.broken or view.stalled:
         return
     folded = fold_view(conn, view)
@@ -195,6 +220,15 @@ def _fold_alone(conn: apsw.Connection, view: View, touched: dict[str, int], list
         listener(view, folded[1])
     for table, _lo, hi in folded[0] if folded else []:
         touched[table] = max(hi, touched.get(table, 0))
+
+
+def _retry_after_new_changes(conn: apsw.Connection, group: list[View]) -> None:
+    """Views stalled by a fold that raised are folded again once changes came since: the row
+    an expression raised on may be gone (SQLite's SELECT of now would then succeed)."""
+    if any(v.stalled_on is not None and v.stalled_on != tuple(pending_ranges(conn, v)) for v in group):
+        for view in group:
+            if view.stalled_on is not None:
+                view.stalled, view.stalled_on = None, None
 
 
 class _GroupStalled(Exception):
@@ -214,6 +248,7 @@ def _fold_together(
     view (its schema changed: REFRESH rebuilds it from scratch) is left out, and so are the
     views over it (the registry breaks them too)."""
     group = [view for view in group if not view.broken]
+    _retry_after_new_changes(conn, group)
     stalled = next((view.stalled for view in group if view.stalled), None)
     if stalled is not None:
         _stall(group, stalled)
@@ -239,6 +274,9 @@ def _fold_together(
                     changes[names.fold(view.name)] = len(delta)
     except _GroupStalled as stalled:
         _stall(group, str(stalled))
+        for view in group:
+            if view.stalled_on is None and view.stalled:
+                view.stalled_on = tuple(pending_ranges(conn, view))
         return
     for ranges in ranges_of:
         for table, _lo, hi in ranges:

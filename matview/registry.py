@@ -37,6 +37,8 @@ class View:
     table: ViewTable
     broken: str | None = None  # why the view can no longer be maintained (its schema)
     stalled: str | None = None  # why this connection cannot fold it now; its deltas stay pending
+    #: a fold that raised: the pending ranges it failed on (new changes make the next fold retry)
+    stalled_on: tuple[tuple[str, int, int], ...] | None = None
 
     @property
     def name(self) -> str:

@@ -717,3 +717,22 @@ def test_integrity_check_after_own_alter_and_foreign_schema_change(tmp_path: Pat
         assert_view_matches(conn, "v", "SELECT a FROM t")
     finally:
         conn.close()
+
+
+def test_a_refused_first_create_leaves_no_node_behind_and_writes_go_on(tmp_path: Path) -> None:
+    """Regression (hostile hunt F4): a CREATE refused after its internal node was registered
+    (the first view of the file) left the node in the connection's registry, and the next
+    write in a transaction failed with a raw apsw.SQLError (no such table: __dbsp_meta)."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g TEXT, x INTEGER)")
+    conn.execute("CREATE TABLE t2(id INTEGER PRIMARY KEY, g TEXT)")
+    with pytest.raises(matview.UnsupportedQuery):
+        conn.execute(
+            "CREATE MATERIALIZED VIEW v AS SELECT upper(g) AS g, count(*) FROM t GROUP BY upper(g) "
+            "HAVING count(*) > (SELECT count(DISTINCT g) FROM t2)"
+        )
+    assert conn.views() == []
+    with conn:
+        conn.execute("INSERT INTO t(g, x) VALUES ('a', 1)")
+    conn.executemany("INSERT INTO t(g, x) VALUES (?, ?)", [("b", 2)])
+    assert conn.execute("SELECT count(*) FROM t").fetchone() == (2,)

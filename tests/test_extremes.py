@@ -1037,3 +1037,31 @@ def test_an_overflowing_sum_read_only_by_having_raises_on_read(tmp_path, having)
         conn.execute("SELECT * FROM v").fetchall()
     conn.execute("DELETE FROM t WHERE id = 1")  # back in range: the view reads again, exact
     assert_view_matches(conn, "v", having)
+
+
+@pytest.mark.parametrize("mode", ["immediate", "deferred"])
+def test_a_view_stalled_by_a_raising_row_folds_again_once_the_row_is_gone(tmp_path, mode):
+    """Regression (hostile hunt F5): a row whose expression raises (malformed JSON, abs of the
+    least integer) stalled the view — and it stayed stalled after the row was deleted, even
+    when one transaction inserted and deleted it, until REFRESH. Now a fold that raises is
+    retried by recomputing the view, and a stalled view folds again once changes come."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE ev(id INTEGER PRIMARY KEY, payload TEXT, x INTEGER)")
+    kinds = "SELECT json_extract(payload, '$.kind') AS kind, count(*) AS n FROM ev GROUP BY kind"
+    absolute = "SELECT id, abs(x) AS ax FROM ev"
+    for name, sql in (("kinds", kinds), ("absolute", absolute)):
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} WITH (maintenance = '{mode}') AS {sql}")
+    conn.execute("""INSERT INTO ev(payload, x) VALUES ('{"kind":"click"}', 1)""")
+    with conn:  # in and out in one transaction: no committed state ever had it
+        conn.execute("INSERT INTO ev(payload, x) VALUES ('{}', ?)", (-(2**63),))
+        conn.execute("DELETE FROM ev WHERE x < 0")
+    assert_view_matches(conn, "absolute", absolute)
+    conn.execute("INSERT INTO ev(payload, x) VALUES ('not json', 2)")
+    with pytest.raises(matview.Error, match="malformed JSON"):
+        conn.execute("SELECT * FROM kinds").fetchall()
+    conn.execute("DELETE FROM ev WHERE payload = 'not json'")  # the user fixes the data
+    conn.execute("""INSERT INTO ev(payload, x) VALUES ('{"kind":"view"}', 3)""")
+    conn.flush()
+    assert_view_matches(conn, "kinds", kinds)
+    assert_view_matches(conn, "absolute", absolute)
+    assert conn.view("kinds").verify()

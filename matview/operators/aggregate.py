@@ -113,9 +113,12 @@ class Aggregate:
             row = None
             if failed is not None:
                 # SQLite's SELECT raises for the whole query, whatever the HAVING or the select
-                # list use of the failed aggregate: every column of the row is the error, so any
-                # read of the row (a reader's, or a downstream view's filter) raises it
-                row = [failed] * len(plan.outputs)
+                # list use of the failed aggregate: the group's aggregates and expressions are
+                # the error (its GROUP BY values stay, so a filter on them finds it), or every
+                # column where it shows none, so that reading the row raises it
+                row = [failed if source != "group" else group[1][index] for source, index in plan.outputs]
+                if failed not in row:
+                    row = [failed] * len(row)
                 delta.add(row_key(row), 1)
             elif keep:
                 row = [self._output(source, index, group, results, exprs) for source, index in plan.outputs]
