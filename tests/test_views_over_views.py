@@ -304,6 +304,9 @@ OVER_REV = {
     "chain_rev": "SELECT s.id, r.total, l.id FROM s LEFT JOIN rev r ON r.supp = s.id "
     "LEFT JOIN l ON l.supp = s.id AND l.qty > 1",
     "distinct_up": "SELECT id FROM s WHERE nation IN (SELECT qty FROM dq)",
+    # (an equality correlated to the outer row: was refused, "a view as a base table")
+    "exists_eq_rev": "SELECT id FROM s WHERE EXISTS (SELECT 1 FROM rev WHERE rev.supp = s.id)",
+    "count_eq_rev": "SELECT id, (SELECT count(*) FROM rev WHERE supp = s.id AND n > 1) AS c FROM s",
 }
 
 

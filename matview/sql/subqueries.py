@@ -35,7 +35,6 @@ from matview.storage.schema import (
     ROWID_NAMES,
     TableInfo,
     image_keys,
-    read_table,
     refuse_unstable_identity,
 )
 from matview.upstream import describe_upstream, read_source
@@ -97,7 +96,9 @@ def _probes(conn: apsw.Connection, text: str, where: Span, items: list[FromItem]
     for left, right in equalities(text, where):
         for side, other in ((left, right), (right, left)):
             for item in items:
-                table = read_table(conn, item.name or "")
+                table = read_source(conn, item.name or "")
+                if table.materialized:
+                    continue  # (a view's rows, in its own table: matview's indexes are for base tables)
                 own = {fold(c.name) for c in table.columns}
                 if len(side) == 3 and side[1].kind == TokenType.DOT and fold(side[0].text) == fold(item.alias):
                     column = table.column(side[2].text)
