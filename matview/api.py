@@ -44,6 +44,8 @@ def _temporary(sql: str) -> bool:
     """`CREATE TEMP …`: writes no table of the file (so takes no write lock first)."""
     words = sql.split(None, 2)
     return len(words) > 1 and words[1].upper() in ("TEMP", "TEMPORARY")
+
+
 _savepoints = itertools.count()
 
 

@@ -337,9 +337,13 @@ class Circuit:
         return conn.execute(self.base_sql)
 
     def writes_while_computing(self, pending: int) -> bool:
-        """Whether ΔV of `pending` delta rows is aggregated set at a time, which writes the
-        ordered state while it computes (otherwise every change waits in the StateStore)."""
-        return pending >= BULK_ROWS and self.aggregate is not None and not self.plan.root_recompute
+        """Whether computing ΔV of `pending` delta rows writes state as it goes (so a fold that
+        raises must roll it back): partition recompute writes its kept rows; a delta that large
+        is aggregated set at a time, which writes the ordered state (otherwise every change
+        waits in the StateStore)."""
+        if self.plan.root_recompute:
+            return True
+        return pending >= BULK_ROWS and self.aggregate is not None
 
     def delta(self, conn: apsw.Connection, ranges: Ranges, store: StateStore) -> ZSet[bytes]:
         """ΔV of the pending changes `ranges` (all of them at once: folding table by table

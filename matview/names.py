@@ -86,4 +86,5 @@ def kept_rows_table(view: str) -> str:
 
 
 def kept_rows_index(view: str) -> str:
-    return f"{PREFIX}kept_root_{view}"
+    # (not `kept_…`: the kept-rows table of a view named `root_x` would take the name)
+    return f"{PREFIX}keptidx_{view}"

@@ -14,7 +14,7 @@ from typing import Any
 
 import apsw
 
-from matview import upstream
+from matview import names, upstream
 from matview.circuit import Circuit
 from matview.db import scalar
 from matview.errors import SchemaChanged
@@ -122,7 +122,7 @@ class Registry:
             complete = readable.reconcile(self.conn, [v.name for v in views.values()])
             for view in views.values():
                 if self.dependents_of(view):  # where a reader of its dependents puts its ΔV
-                    upstream.ensure_delta_table(self.conn, view.name, view.entry.plan.columns)
+                    upstream.ensure_delta_table(self.conn, view.name, view.entry.plan.columns, check_width=True)
             after = int(scalar(self.conn, "PRAGMA temp.schema_version"))
             self._shadowed = (versions[0], after) if complete else None
         return views
@@ -269,10 +269,22 @@ class Registry:
         if entry.plan.root_recompute:
             tables.append(kept_rows_table(entry.name))
         gone = missing_tables(self.conn, tables)
+        if gone == [kept_rows_table(entry.name)] and catalog.file_version(self.conn) < 3:
+            return (
+                f"materialized view {entry.name}: the file was written by an older matview and this connection "
+                "cannot upgrade it (read-only, or busy): open it once with a writable matview connection"
+            )
         if gone:
             return (
                 f"materialized view {entry.name}: its table(s) {', '.join(gone)} are missing (a damaged file); "
                 "REFRESH MATERIALIZED VIEW re-creates them"
+            )
+        stored = [str(row[1]) for row in self.conn.execute("SELECT * FROM pragma_table_info(?)", (tables[0],))]
+        wanted = [names.ROW_ID, *(c.name for c in entry.plan.columns), names.KEY, names.WEIGHT]
+        if [fold(n) for n in stored] != [fold(n) for n in wanted]:
+            return (
+                f"materialized view {entry.name}: its catalog row does not match its table {tables[0]} "
+                "(a damaged file); REFRESH MATERIALIZED VIEW rebuilds it"
             )
         for view_name, text in entry.plan.plain_views:
             now = view_sql(self.conn, view_name)

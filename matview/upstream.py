@@ -31,6 +31,7 @@ from typing import NoReturn
 import apsw
 
 from matview import names
+from matview.db import scalar
 from matview.errors import Error, UnsupportedQuery
 from matview.keys import row_of
 from matview.names import NODE_PREFIX, fold, quote
@@ -176,9 +177,18 @@ class UpstreamSource:
         return self._project(f"{self._stored} LIMIT 0")
 
 
-def ensure_delta_table(conn: apsw.Connection, view: str, columns: Sequence[OutputColumn]) -> None:
+def ensure_delta_table(
+    conn: apsw.Connection, view: str, columns: Sequence[OutputColumn], check_width: bool = False
+) -> None:
     """Create the temp table of an upstream's ΔV (temp DDL: never from inside a read), its
-    columns typed as the view table's are (a plain column keeps its affinity)."""
+    columns typed as the view table's are (a plain column keeps its affinity). `check_width`
+    (after a schema change): one left by a view of that name another connection dropped and
+    created again with other columns is made again."""
+    table = quote(names.view_delta_table(view))
+    if check_width:
+        width = scalar(conn, "SELECT count(*) FROM pragma_table_info(?, 'temp')", (names.view_delta_table(view),))
+        if width and width != len(columns) + 1:
+            conn.execute(f"DROP TABLE temp.{table}")
     cols = ", ".join(f"{quote(c.name)} {c.storage_type}".rstrip() for c in columns)
     conn.execute(
         f"CREATE TEMP TABLE IF NOT EXISTS {quote(names.view_delta_table(view))} ({cols}, {quote(names.WEIGHT)})"

@@ -28,17 +28,29 @@ def upgrade(conn: apsw.Connection) -> None:
         if not plan.root_recompute:
             continue
         state = quote(names.state_table(entry.name))
-        width = kept_rows.stage1_width(conn, snapshot_rows_query(DeltaTerms(plan)), key_width(plan))
+        found = list(conn.execute(f"SELECT key, value FROM {state} WHERE operator_id = ?", (_ROOTS_OPERATOR,)))
+        kept = [(row_of(bytes(key)), _unpacked(value)) for key, value in found]
+        rows = [row_key for _, entries in kept for row_key, _ in entries]
+        if rows:
+            width = len(row_of(rows[0]))
+        else:
+            try:
+                width = kept_rows.stage1_width(conn, snapshot_rows_query(DeltaTerms(plan)), key_width(plan))
+            except apsw.Error:
+                # its SELECT does not prepare now (a table another client dropped, a user
+                # function this connection has not registered yet): without a kept-rows table
+                # the view reports a missing table, and REFRESH makes it
+                continue
         kept_rows.create(conn, entry.name, width)
-        root = "?" if plan.root_key_nullable else " || ',' || ".join(["quote(?)"] * key_width(plan))
-        insert = (
-            f"INSERT INTO main.{quote(kept_rows.table_name(entry.name))} VALUES "
-            f"({root}, {', '.join(['?'] * (width + 1))})"
-        )
-        found = conn.execute(f"SELECT key, value FROM {state} WHERE operator_id = ?", (_ROOTS_OPERATOR,))
-        for key, value in list(found):
-            root_values = row_of(bytes(key))
-            for row_key, weight in _unpacked(value):
+        keys = len(plan.outer_key)
+        root = " || ',' || ".join(kept_rows.exact_text(f"?{i + 1}") for i in range(keys))
+        values = ", ".join(f"?{keys + 1 + i}" for i in range(width + 1))
+        insert = f"INSERT INTO main.{quote(kept_rows.table_name(entry.name))} VALUES ({root}, {values})"
+        for root_values, entries in kept:
+            if plan.root_key_nullable:
+                # format 2 kept such a key as its columns' quote()s, comma-separated: SQL literals
+                root_values = tuple(conn.execute(f"SELECT {root_values[0]}").fetchone() or ())
+            for row_key, weight in entries:
                 conn.execute(insert, (*root_values, *row_of(row_key), weight))
         conn.execute(f"DELETE FROM {state} WHERE operator_id = ?", (_ROOTS_OPERATOR,))
         kept_rows.index(conn, entry.name)

@@ -396,3 +396,35 @@ def test_semicolons_in_literals_and_names_are_not_statements(tmp_path: Path) -> 
     conn = matview.connect(str(tmp_path / "db.sqlite"))
     assert conn.execute("SELECT * FROM v").fetchall() == [(1, "p;q", "x;y")]
     conn.close()
+
+
+def test_a_plan_with_a_damaged_placeholder_or_column_name(tmp_path: Path) -> None:
+    """Found by the catalog fuzzer (seeds 63 and 375 of a loop over it): a flipped byte in a
+    placeholder of the plan's stage-1 template failed the open with a raw KeyError; a flipped
+    byte in a column name failed the fold before a read with a raw SQLError. Now the first is a
+    corrupt catalog entry (CatalogError), the second a view that says its catalog row does not
+    match its table, which REFRESH rebuilds."""
+    from matview.storage.codec import pack, unpack
+
+    for damage in ("placeholder", "column"):
+        (tmp_path / damage).mkdir()
+        path = damaged_file(tmp_path / damage)
+        raw = sqlite3.connect(path)
+        (blob,) = raw.execute("SELECT plan FROM __dbsp_catalog WHERE name = 'v_minmax'").fetchone()
+        plan = unpack(blob)
+        if damage == "placeholder":
+            plan["stage1"] = [("sou\x10ce0" if part == "source0" else part) for part in plan["stage1"]]
+        else:
+            plan["columns"][0]["name"] = plan["columns"][0]["name"] + "x"
+        raw.execute("UPDATE __dbsp_catalog SET plan = ? WHERE name = 'v_minmax'", (pack(plan),))
+        raw.commit()
+        raw.close()
+        try:
+            conn = matview.connect(str(path))
+        except matview.CatalogError:
+            assert damage == "placeholder"
+            continue
+        with pytest.raises(matview.SchemaChanged, match="does not match its table"):
+            conn.execute("SELECT * FROM v_minmax").fetchall()
+        conn.execute("INSERT INTO t(txn, n, grp, val, note) VALUES (100, 1, 1, 1, 'w')")
+        conn.close()

@@ -219,7 +219,9 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
         # occurrence's own prefix: only other changed tables need the old state here
         for state in _states(new, old, changed, table, (table,)):
             reached.append(f"SELECT {key} FROM {render(through, **{**state, **delta})} WHERE {matched}")
-    reach = " UNION ".join(reached)
+    # UNION ALL: a UNION compares the keys under their collation ('b' and 'B' under NOCASE are
+    # one), and a root whose key changed case must be reached under both
+    reach = " UNION ALL ".join(reached)
     joiner = "AND" if plan.outer_where else "WHERE"
     rows = render(plan.stage1, weight=f"{key}, 1", reach=f" {joiner} ({key}) IN ({reach})", **new)
     kept = kept_rows.reached_keys(key_width(plan))
@@ -244,9 +246,12 @@ def root_delta(conn: apsw.Connection, terms: DeltaTerms, ranges: Ranges, store: 
         kept_rows.require(conn, store.view)
         terms.kept_width = kept_rows.stage1_width(conn, rows, width)
     kept = kept_rows.KeptRows(conn, store.view, width, terms.plan.root_key_nullable, terms.kept_width)
+    params = terms.parameters(ranges)
+    if not store.writable:  # (a reader writes nothing, not even TEMP: `PRAGMA query_only`)
+        return kept.read_delta(reach, rows, params)
     if reach is not None:
         rows = reached_rows_query(terms, changed, store.writable)
-    return kept.delta(reach, rows, terms.parameters(ranges), store.writable)
+    return kept.delta(reach, rows, params)
 
 
 def root_key(plan: Plan) -> str:
@@ -254,7 +259,9 @@ def root_key(plan: Plan) -> str:
     NULLs, which `IN` never matches — one text of their quoted values (NULL rows share one)."""
     root = quote(plan.aliases[0])
     columns = [f"{root}.{quote(k)}" for k in plan.outer_key]
-    return " || ',' || ".join(f"quote({c})" for c in columns) if plan.root_key_nullable else ", ".join(columns)
+    if plan.root_key_nullable:
+        return " || ',' || ".join(kept_rows.exact_text(c) for c in columns)
+    return ", ".join(columns)
 
 
 def populate_roots(conn: apsw.Connection, terms: DeltaTerms, store: StateStore) -> list[tuple[Any, ...]]:

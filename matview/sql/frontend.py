@@ -22,7 +22,7 @@ from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
 from matview.keys import check_collation
-from matview.names import fold, quote
+from matview.names import NODE_PREFIX, fold, quote
 from matview.operators.partition import reach_filter
 from matview.plan import WEIGHT, AggSpec, OutputColumn, Plan, PostColumn, Template
 from matview.sql.compound import combine, split_arms
@@ -471,9 +471,14 @@ def build_plan(
     )
     upstream_views = tuple(dict.fromkeys(o.table.name for o in source.occurrences if o.table.materialized))
     if upstream_views and source.outer_on:
+        what = (
+            "an aggregating or DISTINCT FROM-subquery, CTE or view"
+            if fold(upstream_views[0]).startswith(NODE_PREFIX)
+            else f"materialized view {upstream_views[0]}"
+        )
         raise UnsupportedQuery(
-            f"an outer join with materialized view {upstream_views[0]} is not supported yet "
-            "(a view's rows have no key to pad them by)"
+            f"a {source.outer_kind} JOIN with {what} is not supported yet (a view's rows have no key to pad "
+            "them by; a LEFT JOIN from a base table is maintained)"
         )
     where_sql = f" WHERE ({where})" if where else ""
     rows_plan = Plan(

@@ -183,6 +183,7 @@ def load_views(conn: apsw.Connection) -> dict[str, ViewEntry]:
             data = unpack(plan_blob)
             _refuse_statement_separators(data)
             plan = Plan.from_dict(data)
+            _refuse_unknown_placeholders(plan)
             base_tables = list(unpack(base_blob))
         except Exception as exc:
             raise CatalogError(f"matview catalog entry of view {name} is corrupt: {exc}") from None
@@ -192,6 +193,19 @@ def load_views(conn: apsw.Connection) -> dict[str, ViewEntry]:
 
 #: the plan's fields that hold pieces of the user's SQL, run as they are (names are quoted)
 _SQL_FRAGMENTS = ("stage1", "post_exprs", "having", "outer_on", "from_template", "subquery_reach", "reach_filter")
+
+
+_PLACEHOLDER = re.compile(r"^(source\d+|weight\d*|outer|reach)$")
+
+
+def _refuse_unknown_placeholders(plan: Plan) -> None:
+    """Every placeholder of the plan's templates is one `render` fills (a damaged blob may
+    name another, which would fail every statement of the file with a KeyError)."""
+    templates = [plan.stage1, plan.from_template, *(template for _, template, _ in plan.subquery_reach)]
+    for template in templates:
+        for placeholder in template[1::2]:
+            if not _PLACEHOLDER.match(placeholder):
+                raise ValueError(f"unknown placeholder {placeholder!r}")
 
 
 def _refuse_statement_separators(plan: dict[str, Any]) -> None:

@@ -41,16 +41,23 @@ def _columns(width: int) -> list[str]:
 
 
 def _identity(width: int) -> str:
-    """The GROUP BY terms that tell two stage-1 rows apart exactly (see the module docstring)."""
-    return ", ".join(f"c{i}, typeof(c{i})" for i in range(width))
+    """The GROUP BY terms that tell two stage-1 rows apart exactly (see the module docstring):
+    BINARY, whatever collation a column carries from the SELECT (NOCASE would merge 'a', 'A')."""
+    return ", ".join(f"c{i} COLLATE BINARY, typeof(c{i})" for i in range(width))
+
+
+def exact_text(expression: str) -> str:
+    """A value as a text that tells every two values apart: `quote()`, except for TEXT, which
+    `quote()` cuts at a NUL character — there the bytes in hex."""
+    return f"CASE typeof({expression}) WHEN 'text' THEN 'x' || hex({expression}) ELSE quote({expression}) END"
 
 
 def _root_text(key_width: int, nullable: bool) -> str:
-    """The root's key as one text: a nullable key is already its quoted text (see
-    `partition.root_key`); otherwise the columns' `quote()`s, comma-separated."""
+    """The root's key as one text: a nullable key is already that text (see
+    `partition.root_key`); otherwise the columns' `exact_text`s, comma-separated."""
     if nullable:
         return "k0"
-    return " || ',' || ".join(f"quote(k{i})" for i in range(key_width))
+    return " || ',' || ".join(exact_text(f"k{i}") for i in range(key_width))
 
 
 def _named(rows_sql: str, width: int, key_width: int) -> str:
@@ -114,10 +121,31 @@ class KeptRows:
         }
         self.reached, self.now = (f"temp.{name}" for name in self.scratch)
 
-    def delta(self, reach_sql: str | None, rows_sql: str, params: dict[str, int], write: bool) -> list[tuple[Any, ...]]:
+    def read_delta(self, reach_sql: str | None, rows_sql: str, params: dict[str, int]) -> list[tuple[Any, ...]]:
+        """ΔStage1 as `delta` computes it, in one SELECT that writes nothing (a reader's):
+        `rows_sql` runs the reach query itself."""
+        listed = "".join(f"{c}, " for c in _columns(self.width))
+        root = _root_text(self.key_width, self.nullable)
+        ctes = [f"{_named(rows_sql, self.width, self.key_width)[len('WITH ') :]}"]
+        kept = f"SELECT root, {listed}-weight FROM {self.table}"
+        if reach_sql is not None:
+            keys = ", ".join(f"k{i}" for i in range(self.key_width))
+            nothing = f"SELECT {', '.join(['NULL'] * self.key_width)} WHERE 0"  # (no root reached)
+            ctes.append(f"__dbsp_k({keys}) AS ({reach_sql or nothing})")
+            kept += f" WHERE root IN (SELECT {root} FROM __dbsp_k)"
+        group = ", ".join(filter(None, ["root", _identity(self.width)]))
+        return list(
+            self.conn.execute(
+                f"WITH {', '.join(ctes)} SELECT {listed}sum(w) FROM (SELECT {root} AS root, {listed}w FROM __dbsp_r "
+                f"UNION ALL {kept}) GROUP BY {group} HAVING sum(w) <> 0",
+                params,
+            )
+        )
+
+    def delta(self, reach_sql: str | None, rows_sql: str, params: dict[str, int]) -> list[tuple[Any, ...]]:
         """ΔStage1 of the roots `reach_sql` selects (None: every root), whose rows now
-        `rows_sql` gives (reading the reached roots from `reached_keys`); with `write`, the
-        kept rows of the roots whose rows changed become their rows now."""
+        `rows_sql` gives (reading the reached roots from `reached_keys`); the kept rows of the
+        roots whose rows changed become their rows now."""
         conn, columns = self.conn, _columns(self.width)
         listed = "".join(f"{c}, " for c in columns)
         root = _root_text(self.key_width, self.nullable)
@@ -147,7 +175,7 @@ class KeptRows:
                 f"GROUP BY {group} HAVING sum(w) <> 0"
             )
         )
-        if write and changed:
+        if changed:
             roots = json.dumps(sorted({row[0] for row in changed}))
             among = "root IN (SELECT value FROM json_each(?))"
             conn.execute(f"DELETE FROM {self.table} WHERE {among}", (roots,))
