@@ -237,6 +237,8 @@ HOSTILE = {
         "SELECT dept + 1 AS k, coalesce((SELECT budget FROM d WHERE d.id = e.dept), 0) * count(*) AS v "
         "FROM e GROUP BY dept ORDER BY 1 DESC"
     ),
+    # GROUP BY the alias of a subquery item: grouped by the subquery's value per row (not rewritten)
+    "group by a subquery's alias": "SELECT (SELECT name FROM d WHERE d.id = e.dept) AS n, count(*) FROM e GROUP BY n",
     "alias in having read by a subquery": (
         "SELECT dept, sum(sal) AS total FROM e GROUP BY dept "
         "HAVING EXISTS (SELECT 1 FROM d WHERE d.budget >= total AND d.id = e.dept)"
@@ -256,3 +258,31 @@ HOSTILE_STEPS = [
 def test_hostile_shapes_are_exact(tmp_path: Path, name: str) -> None:
     conn = run_scenario(tmp_path, HOSTILE_SETUP, {"v": HOSTILE[name]}, HOSTILE_STEPS)
     assert column_names(conn.execute("SELECT * FROM v_imm")) == column_names(conn.execute(HOSTILE[name]))
+
+
+MORE_REFUSED = {
+    "HAVING by a subquery item's alias": (
+        "SELECT dept, (SELECT name FROM d WHERE d.id = e.dept) AS n FROM e GROUP BY dept HAVING n IS NOT NULL",
+        "alias of a select-list subquery",
+    ),
+    # an alias that is a column of e: inside the subquery the name is e's column (bare)
+    "alias shadowing a bare column": (
+        "SELECT count(*) AS sal, (SELECT count(*) FROM d WHERE d.budget > sal) FROM e GROUP BY dept",
+        "column sal",
+    ),
+    "DISTINCT": (
+        "SELECT DISTINCT dept, (SELECT name FROM d WHERE d.id = e.dept) FROM e GROUP BY dept",
+        "with DISTINCT",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(MORE_REFUSED))
+def test_more_refusals_in_the_users_words(tmp_path: Path, name: str) -> None:
+    sql, words = MORE_REFUSED[name]
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    for statement in SCHEMA:
+        conn.execute(statement)
+    with pytest.raises(matview.UnsupportedQuery, match=words):
+        conn.execute(f"CREATE MATERIALIZED VIEW v AS {sql}")
+    assert conn.views() == []

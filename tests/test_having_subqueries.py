@@ -1,6 +1,6 @@
 """A subquery in HAVING (TPC-H Q11's shape), and a view with a subquery whose first table is
 an aggregate (a derived table, CTE or grouped materialized view): the aggregate is an internal
-node and the filter is maintained per node row (`matview.sql.having_subqueries`, `nodes`,
+node and the filter is maintained per node row (`matview.sql.grouped_subqueries`, `nodes`,
 `subqueries`). Differential, both modes, several tables per transaction, rollback, reopen and
 a stock `sqlite3` writer in another process."""
 

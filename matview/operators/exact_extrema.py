@@ -29,8 +29,8 @@ class _Extreme:
     """One evaluation: the extreme value so far, and whether an equal one of the other numeric
     storage class was seen beside it."""
 
-    def __init__(self, largest: bool) -> None:
-        self.largest = largest
+    def __init__(self, largest: bool, text_order: str) -> None:
+        self.largest, self.text_order = largest, text_order
         self.best: Any = None
         self.tied = False
 
@@ -41,7 +41,11 @@ class _Extreme:
             self.best = value
             return
         kind, best = _CLASS[type(value)], _CLASS[type(self.best)]
-        if kind == best:
+        if kind == best == 2 and self.text_order != "utf-8":
+            # BINARY compares a UTF-16 database's text as UTF-16 bytes, not by code point
+            order = self.text_order
+            better = (value.encode(order) > self.best.encode(order)) == self.largest and value != self.best
+        elif kind == best:
             if value == self.best:
                 # (5 and 5.0; 0.0 and -0.0, which SQLite keeps apart)
                 if type(value) is not type(self.best) or (
@@ -68,6 +72,8 @@ class _Extreme:
 
 def register_exact_extrema(connection: apsw.Connection) -> None:
     """Register the order-free MIN/MAX (`EXACT_EXTREMA`) on `connection`."""
+    encoding = str(connection.execute("PRAGMA encoding").fetchone()[0]).lower()  # type: ignore[index]
+    text_order = {"utf-16le": "utf-16-le", "utf-16be": "utf-16-be"}.get(encoding, "utf-8")
     for function, name in EXACT_EXTREMA.items():
-        factory = functools.partial(_Extreme, function == "max")
+        factory = functools.partial(_Extreme, function == "max", text_order)
         connection.create_aggregate_function(name, factory, 1, flags=apsw.SQLITE_DETERMINISTIC)  # type: ignore[arg-type]

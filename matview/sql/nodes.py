@@ -295,8 +295,8 @@ def _from_nodes(
                 continue
             node_sql = prefix + cte.body
         node = _node(nodes, owner, node_sql)
-        if item.body is None and not item.schema and fold(item.name or "") in ctes:
-            cte_nodes[fold(item.name or "")] = node.name
+        if (distinct or aggregates) and item.body is None and not item.schema and fold(item.name or "") in ctes:
+            cte_nodes[fold(item.name or "")] = node.name  # (its rows never repeat: a subquery may read it)
         start, end = item.reference_span
         rewritten = f"{rewritten[:start]}{quote(node.name)} AS {quote(item.alias)}{rewritten[end:]}"
     return rewritten
