@@ -47,6 +47,16 @@ VIEWS = {
         "SELECT d.name, count(*), (SELECT max(id) FROM d) AS m FROM e JOIN d ON d.id = e.dept GROUP BY d.name"
     ),
     "whole_table": "SELECT count(*), sum(sal) - (SELECT count(*) FROM d) FROM e",
+    # correlated over a join: the derived table takes the name of the table the subquery reads;
+    # an aggregate named like that table's group column must not hide it
+    "join_correlated": (
+        "SELECT count(*) AS dept, e.dept AS k, (SELECT name FROM d AS z WHERE z.id = e.dept) AS n "
+        "FROM e JOIN d ON d.id = e.id % 5 GROUP BY e.dept"
+    ),
+    "left_join_correlated": (
+        "SELECT d.id, count(e.id), (SELECT count(*) FROM e AS z WHERE z.dept = d.id AND z.sal > 3) AS c "
+        "FROM d LEFT JOIN e ON e.dept = d.id GROUP BY d.id"
+    ),
     "nested": (
         "SELECT dept, (SELECT count(*) FROM d WHERE d.budget > (SELECT min(x.budget) FROM d AS x "
         "WHERE x.id = e.dept)) AS c, avg(sal) FROM e GROUP BY dept"
@@ -173,9 +183,19 @@ REFUSED = {
         "SELECT dept, (SELECT name FROM d WHERE d.budget > e.dept) FROM e GROUP BY dept",
         "several rows",
     ),
-    "correlated over a join": (
-        "SELECT e.dept, count(*), (SELECT budget FROM d AS z WHERE z.id = e.dept) FROM e JOIN d ON d.id = e.id "
+    "correlated over a join to two tables": (
+        "SELECT e.dept, d.name, count(*), (SELECT count(*) FROM d AS z WHERE z.id = e.dept AND z.name = d.name) "
+        "FROM e JOIN d ON d.id = e.id GROUP BY e.dept, d.name",
+        "join",
+    ),
+    "correlated over a join, unqualified": (
+        "SELECT e.dept, count(*), (SELECT count(*) FROM d AS z WHERE z.id = dept) FROM e JOIN d ON d.id = e.id "
         "GROUP BY e.dept",
+        "join",
+    ),
+    "correlated over a join, another table's column": (
+        "SELECT e.dept, count(*), (SELECT count(*) FROM d AS z WHERE z.id = e.dept AND z.budget > d.budget) "
+        "FROM e JOIN d ON d.id = e.id GROUP BY e.dept",
         "join",
     ),
     "group by a subquery item": (

@@ -22,7 +22,9 @@ A correlated subquery reads the grouped table's columns: over one FROM item, the
 takes that item's alias and each plain-column GROUP BY term is a column under the column's own
 name, so the subquery's references resolve, as SQLite resolves them, to the group's values; a
 reference to any other column (SQLite would take it from an arbitrary row of the group) then
-resolves to nothing and is refused by name. Over a join, a correlated subquery is refused.
+resolves to nothing and is refused by name. Over a join, the same for the one FROM item whose
+columns the subqueries qualify (`alias.column`): the derived table takes its alias, and only its
+columns keep their names (an unqualified outer name, or two items' columns, are refused).
 
 Anything else (DISTINCT, LIMIT, a window, a set operation, `*`, a name this pass cannot place)
 is left as written, for the later passes to refuse by name; so is a rewrite SQLite does not
@@ -39,7 +41,7 @@ from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
 from matview.names import PREFIX, fold, quote
-from matview.sql.from_items import read_from_items
+from matview.sql.from_items import FromItem, read_from_items
 from matview.sql.grouped_names import (
     column_references,
     identifiers,
@@ -100,6 +102,11 @@ def rewrite_grouped_subqueries(conn: apsw.Connection, body: str, prefix: str = "
         same = probe_columns(conn, prefix + rewritten)[0] == names
     except Error as exc:
         missing = re.search(r"no such column: (\S+)", str(exc))
+        if rewrite.correlated and missing and rewrite.others:
+            raise UnsupportedQuery(
+                f"column {missing.group(1)}, read inside a subquery of an aggregating query over a join, is not a "
+                f"GROUP BY column of {rewrite.owner} (the one table whose group values such subqueries may read)"
+            ) from None
         if rewrite.correlated and missing:
             raise UnsupportedQuery(
                 f"column {missing.group(1)}, read inside a subquery of an aggregating query, is not a GROUP BY "
@@ -124,6 +131,8 @@ class _Rewrite:
         self.clauses_text = body[select_end : tokens[stop].start if stop < len(tokens) else len(body)].strip()
         self.from_text = clauses.from_.text if clauses.from_ else ""
         self.correlated: list[str] = []
+        self.owner: str | None = None  # the FROM item whose name the derived table takes
+        self.others: list[str] = []  # the other FROM items' aliases
 
     def _is_column(self, parts: list[str]) -> bool:
         return is_column(self.conn, self.prefix, self.from_text, parts)
@@ -145,10 +154,9 @@ class _Rewrite:
             except Error:
                 self.correlated.append(text)
         if self.correlated and single is None:
-            raise UnsupportedQuery(
-                f"a correlated subquery ({excerpt(self.correlated[0])}) in the select list or HAVING of an "
-                "aggregating query over a join is not supported yet (over one table it is)"
-            )
+            single = self._join_owner(from_items)
+        self.owner = single
+        self.others = [i.alias for i in from_items if single is not None and fold(i.alias) != fold(single)]
         named = [item_alias(span) for span in self.items]
         columns = [
             "NULL" if i in sub_items else self._item_text(span, alias)
@@ -159,7 +167,7 @@ class _Rewrite:
             # an item under a column's name would hide that column from a correlated subquery
             if (
                 i not in sub_items
-                and self._is_column([name])
+                and self._names_a_column(name)
                 and self._column_name(self.items[i], named[i]) != fold(name)
             ):
                 fixed[i] = quote(f"{PREFIX}h{i}")
@@ -283,11 +291,47 @@ class _Rewrite:
                 continue  # (an ordinal or an alias names a select-list item, already a column)
             columns.append(span.text)
 
+    def _names_a_column(self, name: str) -> bool:
+        """Whether `name` is a column of a FROM item (of any, over a join: there it may be
+        ambiguous unqualified, yet `alias.name` reads it)."""
+        if self.owner is None:
+            return self._is_column([name])
+        return any(self._is_column([alias, name]) for alias in [self.owner, *self.others])
+
+    def _join_owner(self, from_items: list[FromItem]) -> str:
+        """Over a join, the one FROM item whose columns the correlated subqueries qualify: the
+        derived table takes its alias (the others' columns then resolve to nothing: refused)."""
+        aliases = {fold(i.alias): i.alias for i in from_items if i.named}
+        used = {
+            fold(parts[0])
+            for text in self.correlated
+            for _, _, parts in column_references(text, 0, len(text))
+            if len(parts) == 2 and fold(parts[0]) in aliases
+        }
+        if len(used) != 1 or len(aliases) != len(from_items):
+            raise UnsupportedQuery(
+                f"a correlated subquery ({excerpt(self.correlated[0])}) in the select list or HAVING of an "
+                "aggregating query over a join is supported where it reads the GROUP BY columns of one table, "
+                "qualified by its name or alias (alias.column)"
+            )
+        return aliases[used.pop()]
+
     def _plain_column(self, toks: list[Token]) -> str | None:
-        """The column's name when `toks` is a plain column reference of the FROM clause."""
+        """The column's name when `toks` is a plain column reference of the FROM clause — of the
+        table correlated subqueries read (`owner`), where there is one."""
         shaped = len(toks) == 1 or (len(toks) == 3 and toks[1].kind == TokenType.DOT)
         names = shaped and all(t.is_name and t.kind != TokenType.STRING for t in toks[::2])
-        return toks[-1].text if names and self._is_column([t.text for t in toks[::2]]) else None
+        parts = [t.text for t in toks[::2]]
+        if not (names and self._is_column(parts)):
+            return None
+        name = toks[-1].text
+        if self.owner is None:
+            return name
+        if len(parts) == 2:
+            return name if fold(parts[0]) == fold(self.owner) else None
+        # unqualified: the owner's column, which no other FROM item has
+        mine = self._is_column([self.owner, name]) and not any(self._is_column([o, name]) for o in self.others)
+        return name if mine else None
 
     def _column_name(self, span: Span, alias: str | None) -> str | None:
         """The folded name of the column a select-list item is, if it is a plain column."""
