@@ -292,7 +292,7 @@ MORE_REFUSED = {
     ),
     "DISTINCT": (
         "SELECT DISTINCT dept, (SELECT name FROM d WHERE d.id = e.dept) FROM e GROUP BY dept",
-        "with DISTINCT",
+        "DISTINCT",
     ),
 }
 

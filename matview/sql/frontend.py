@@ -360,7 +360,8 @@ class _Builder:
                 written = text[token.start : toks[index + 2].end] if qualified else token.text
                 if index in inside:
                     raise UnsupportedQuery(
-                        f"a subquery in {where} of an aggregating query with DISTINCT or a window is not supported yet"
+                        f"a subquery in {where} of an aggregating query is not supported in this form (with "
+                        "DISTINCT, a window, `*`, or an alias two items share)"
                     )
                 raise UnsupportedQuery(
                     f"column {written} in {where} is neither aggregated nor a GROUP BY column "
