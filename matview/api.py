@@ -23,6 +23,7 @@ from matview.errors import Error
 from matview.fold import fold_pending_deltas, pending_count
 from matview.names import fold, quote, view_table
 from matview.operators import aggregate_sql
+from matview.operators.exact_extrema import register_exact_extrema
 from matview.operators.exact_sums import register_exact_sums
 from matview.progress import ProgressCallback
 from matview.registry import Registry, View
@@ -85,6 +86,7 @@ class Connection:
         )
         connection.create_scalar_function(ROW_KEY_FUNCTION, row_key_sql, -1, deterministic=True)
         register_exact_sums(connection)
+        register_exact_extrema(connection)
         connection.create_scalar_function(upstream.UNREADABLE_FUNCTION, upstream.unreadable, 3)  # type: ignore[arg-type]
         self._module = Module(connection, self.registry)
         connection.create_module("matview", self._module)  # type: ignore[arg-type]

@@ -133,12 +133,12 @@ def _compile_with_nodes(
     planned, nodes = extract_nodes(conn, sql, name)
     for node in nodes if create_nodes else []:
         create_view(conn, registry, node.name, node.sql, maintenance, auto_indexes=auto_indexes, internal=True)
-        _refuse_inexact_node(registry, node.name)
+        _refuse_inexact_node(registry, node.name, node.words)
     compiled = compile_select(conn, planned, auto_indexes)
     return replace(compiled, plan=replace(compiled.plan, internal_nodes=tuple(n.name for n in nodes)))
 
 
-def _refuse_inexact_node(registry: Registry, name: str) -> None:
+def _refuse_inexact_node(registry: Registry, name: str, words: str = "") -> None:
     """A node whose groups or DISTINCT rows have several variants ('a'/'A' under NOCASE, 3/3.0
     untyped) shows one of them, which SQLite picks by scan order: harmless on display, but read
     by a join or an IN it would decide which rows match."""
@@ -148,6 +148,11 @@ def _refuse_inexact_node(registry: Registry, name: str) -> None:
     if (plan.kind == "aggregate" and plan.has_group_by and not plan.exact_groups) or (
         plan.distinct and not plan.exact_distinct
     ):
+        if words:
+            raise UnsupportedQuery(
+                f"{words}: the values of a group can be equal but different (1 and 1.0, 'a' and 'A' under NOCASE) "
+                "and which one SQLite shows follows its scan order; not supported (group by typed BINARY columns)"
+            )
         raise UnsupportedQuery(
             f"a grouped or DISTINCT subquery, CTE or view ({node.entry.sql}) whose values can be equal but "
             "different (NOCASE, untyped columns) cannot be read by a join or IN: which variant SQLite keeps "

@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (each query stays on one line, as the benchmark writes it)
 """Decision-support queries (TPC-H shapes adapted to SQLite, without ORDER BY/LIMIT) over a
 small generated schema: joins of up to five tables, FROM-subqueries and a CTE (Q7, Q8, Q9,
-Q15's aggregating CTE read with a filter, and joined to orders), Q13 whole (an aggregate of an
+Q15's aggregating CTE read with a filter, joined to orders, and Q15 whole: max() of the CTE), Q13 whole (an aggregate of an
 aggregate over a LEFT JOIN), Q18 (IN over GROUP BY … HAVING sum), a LEFT OUTER JOIN with a filter in ON,
 REAL arithmetic inside SUM/AVG, CASE inside SUM, a WITHOUT ROWID line-item table; both
 maintenance modes, after inserts, key updates, deletes and REPLACE in multi-table transactions."""
@@ -82,6 +82,8 @@ def test_decision_support_queries(tmp_path):
         "q8": "SELECT o_year, sum(CASE WHEN nation = 'N1' THEN volume ELSE 0 END) / sum(volume) AS mkt_share FROM (SELECT strftime('%Y', o_orderdate) AS o_year, l_extendedprice * (1 - l_discount) AS volume, n_name AS nation FROM lineitem, orders, customer, nation WHERE l_orderkey = o_orderkey AND o_custkey = c_custkey AND c_nationkey = n_nationkey AND c_mktsegment = 'AUTO') AS all_nations GROUP BY o_year",
         "q9": "SELECT nation, o_year, sum(amount) AS sum_profit FROM (SELECT n_name AS nation, substr(o_orderdate, 1, 4) AS o_year, l_extendedprice * (1 - l_discount) - l_quantity * 0.5 AS amount FROM lineitem, orders, customer, nation WHERE o_orderkey = l_orderkey AND c_custkey = o_custkey AND c_nationkey = n_nationkey AND o_comment LIKE '%ok%') AS profit GROUP BY nation, o_year",
         "q15": "WITH revenue AS (SELECT l_orderkey AS supplier_no, sum(l_extendedprice * (1 - l_discount)) AS total_revenue FROM lineitem WHERE l_shipdate >= '1995-03-01' GROUP BY l_orderkey) SELECT supplier_no, total_revenue FROM revenue WHERE total_revenue > 20000",
+        # Q15 whole: the CTE joined and read again by a subquery's max() (the node, exact max)
+        "q15max": "WITH revenue AS (SELECT l_orderkey AS supplier_no, sum(l_extendedprice * (1 - l_discount)) AS total_revenue FROM lineitem WHERE l_shipdate >= '1995-03-01' GROUP BY l_orderkey) SELECT o_orderkey, o_orderstatus, total_revenue FROM orders, revenue WHERE o_orderkey = supplier_no AND total_revenue = (SELECT max(total_revenue) FROM revenue)",
         "q18": "SELECT c_name, c_custkey, o_orderkey, o_orderdate, o_totalprice, sum(l_quantity) FROM customer, orders, lineitem WHERE o_orderkey IN (SELECT l_orderkey FROM lineitem GROUP BY l_orderkey HAVING sum(l_quantity) > 60) AND c_custkey = o_custkey AND o_orderkey = l_orderkey GROUP BY c_name, c_custkey, o_orderkey, o_orderdate, o_totalprice",
         "q12": "SELECT l_linestatus, sum(CASE WHEN o_orderpriority = '1-URGENT' OR o_orderpriority = '2-HIGH' THEN 1 ELSE 0 END) AS high_line_count, sum(CASE WHEN o_orderpriority <> '1-URGENT' AND o_orderpriority <> '2-HIGH' THEN 1 ELSE 0 END) AS low_line_count FROM orders, lineitem WHERE o_orderkey = l_orderkey GROUP BY l_linestatus",
     }

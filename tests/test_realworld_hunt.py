@@ -491,6 +491,10 @@ APP_QUERIES = {
     # ORDER BY … LIMIT inside a subquery, ties broken by the INTEGER PRIMARY KEY
     "first_two_posters": "SELECT id FROM users WHERE id IN (SELECT user_id FROM posts ORDER BY id LIMIT 2)",
     "having_share": "SELECT user_id, count(*) FROM posts GROUP BY user_id HAVING count(*) > (SELECT count(*) / 10 FROM posts)",
+    # Q15's shape (a CTE read twice, MAX over it): the CTE is a node, read by the subquery too
+    "top_posters": "WITH r AS (SELECT user_id AS u, count(*) AS n FROM posts GROUP BY user_id) SELECT u, n FROM r WHERE n = (SELECT max(n) FROM r)",
+    # a subquery in the select list of an aggregate, correlated to the group column
+    "posts_per_user_named": "SELECT user_id, count(*), (SELECT name FROM users WHERE users.id = posts.user_id) FROM posts GROUP BY user_id",
 }
 
 
@@ -503,8 +507,6 @@ def test_application_subqueries_under_random_write_mixes(tmp_path, seed):
 # refusals: UnsupportedQuery, nothing left behind, the user's transaction kept
 
 REFUSED = [
-    # Q15 (a CTE read twice, MAX over it); Q11 and Q13 are maintained (tests/test_having_subqueries.py, test_internal_nodes.py)
-    "WITH r AS (SELECT user_id AS u, count(*) AS n FROM posts GROUP BY user_id) SELECT u, n FROM r WHERE n = (SELECT max(n) FROM r)",
     # subqueries combined with CTEs, FROM-subqueries or plain views
     "WITH big AS (SELECT * FROM posts WHERE published = 1) SELECT id FROM big WHERE EXISTS (SELECT 1 FROM users WHERE users.id = big.user_id)",
     "SELECT u.name, p.id FROM users u JOIN published_posts p ON p.user_id = u.id WHERE EXISTS (SELECT 1 FROM posts WHERE posts.id = p.id)",

@@ -155,7 +155,7 @@ def test_exists_flips_both_ways_and_a_scalar_subquery_with_no_row(tmp_path):
         ("SELECT id FROM t WHERE EXISTS (WITH w AS (SELECT 1) SELECT * FROM w)", "WITH"),
         ("SELECT id FROM t WHERE x IN (SELECT rowid FROM s)", "rowid"),
         ("SELECT id FROM t WHERE x IN (SELECT y FROM s UNION SELECT x FROM t)", "UNION"),
-        ("SELECT id FROM t WHERE x = (SELECT max(y) FROM s)", "max"),
+        ("SELECT id FROM t WHERE x = (SELECT max(y COLLATE NOCASE) FROM s)", "max"),
         ("SELECT id FROM t WHERE x IN (SELECT DISTINCT y FROM s WHERE s.y > t.x)", "DISTINCT"),
     ],
 )

@@ -1,6 +1,6 @@
 """The front end: a user's SELECT becomes a Plan, one pass per module.
 
-`validate` (one statement, probe columns, refusals) → `having_subqueries` and `nodes` (parts
+`validate` (one statement, probe columns, refusals) → `grouped_subqueries` and `nodes` (parts
 that need state of their own become internal nodes) → `compound` (set operations cut into
 arms) → `subquery_sources` → `inline` (views, CTEs, select-project-join subqueries flattened,
 with `from_items` cutting FROM clauses) → `from_clause` (names resolved, `*` expanded) →

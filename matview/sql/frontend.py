@@ -347,6 +347,7 @@ class _Builder:
             replacements.append((toks[call.first].start, toks[call.last - 1].end, quote(f"__a{index}")))
         text = self.substitute_group_terms(splice(text, replacements))
         toks = tokenize(text)
+        inside = _inside_subqueries(tuple(toks))
         for index, token in enumerate(toks):
             if not token.is_name or (index and toks[index - 1].kind == TokenType.DOT):
                 continue
@@ -357,6 +358,11 @@ class _Builder:
             ref = self.source.resolve(token.text, toks[index + 2].text) if qualified else self.resolve(token.text)
             if ref is not None:
                 written = text[token.start : toks[index + 2].end] if qualified else token.text
+                if index in inside:
+                    raise UnsupportedQuery(
+                        f"a subquery in {where} of an aggregating query is not supported in this form (with "
+                        "DISTINCT, a window, `*`, or an alias two items share)"
+                    )
                 raise UnsupportedQuery(
                     f"column {written} in {where} is neither aggregated nor a GROUP BY column "
                     "(bare columns are not supported)"

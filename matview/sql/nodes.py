@@ -19,7 +19,7 @@ is DISTINCT, and any query with a set operation.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import apsw
 from sqlglot.tokens import TokenType
@@ -28,7 +28,7 @@ from matview.errors import Error
 from matview.names import NODE_PREFIX, fold, quote
 from matview.sql.compound import one_operation
 from matview.sql.from_items import OUTER_WORDS, Cte, FromItem, is_from_item, read_from_items, read_with, view_parts
-from matview.sql.having_subqueries import rewrite_having_subqueries
+from matview.sql.grouped_subqueries import rewrite_grouped_subqueries
 from matview.sql.sqltext import (
     Clauses,
     Token,
@@ -56,6 +56,7 @@ def is_node(name: str) -> bool:
 class Node:
     name: str
     sql: str  # its SELECT: the derived table's body (with the CTEs it may read)
+    words: str = ""  # what it is in the user's words, where its SQL is the front end's own
 
 
 def extract_nodes(conn: apsw.Connection, sql: str, owner: str) -> tuple[str, list[Node]]:
@@ -77,10 +78,17 @@ def extract_nodes(conn: apsw.Connection, sql: str, owner: str) -> tuple[str, lis
         probe_columns(conn, sql)  # SQLite's own errors first (an ORDER BY term out of range, …)
         rewritten = _arm_nodes(body, tokens, prefix, owner, arms)
         return (rewritten, list(arms.values())) if arms else (sql, [])
-    body = rewrite_having_subqueries(conn, body, prefix)
+    original, body = body, rewrite_grouped_subqueries(conn, body, prefix)
     nodes: dict[str, Node] = {}
-    rewritten = _from_nodes(conn, body, prefix, ctes, owner, nodes)
+    cte_nodes: dict[str, str] = {}
+    rewritten = _from_nodes(conn, body, prefix, ctes, owner, nodes, cte_nodes)
+    if body != original:  # the aggregate written as a derived table: its one node
+        group = split_clauses(original, tokenize(original)).group
+        words = f"GROUP BY {group.text}" if group else "the aggregate"
+        for key, node in nodes.items():
+            nodes[key] = replace(node, words=f"{words} beside a subquery in the select list or HAVING")
     rewritten = _in_nodes(conn, rewritten, prefix, owner, nodes)
+    rewritten = _subquery_node_reads(rewritten, cte_nodes)
     if nodes:
         rewritten = _keep_column_names(conn, prefix + body, body, rewritten)
     return prefix + rewritten, list(nodes.values())
@@ -238,9 +246,16 @@ def _self_contained(conn: apsw.Connection, select: str) -> list[str] | None:
 
 
 def _from_nodes(
-    conn: apsw.Connection, body: str, prefix: str, ctes: dict[str, Cte], owner: str, nodes: dict[str, Node]
+    conn: apsw.Connection,
+    body: str,
+    prefix: str,
+    ctes: dict[str, Cte],
+    owner: str,
+    nodes: dict[str, Node],
+    cte_nodes: dict[str, str],
 ) -> str:
-    """The derived tables of a SELECT's FROM clause that need state of their own, read from nodes."""
+    """The derived tables of a SELECT's FROM clause that need state of their own, read from
+    nodes; `cte_nodes` gets the node of each CTE made one (by folded name)."""
     tokens = tokenize(body)
     clauses = split_clauses(body, tokens)
     if not clauses.from_:
@@ -280,9 +295,38 @@ def _from_nodes(
                 continue
             node_sql = prefix + cte.body
         node = _node(nodes, owner, node_sql)
+        if (distinct or aggregates) and item.body is None and not item.schema and fold(item.name or "") in ctes:
+            cte_nodes[fold(item.name or "")] = node.name  # (its rows never repeat: a subquery may read it)
         start, end = item.reference_span
         rewritten = f"{rewritten[:start]}{quote(node.name)} AS {quote(item.alias)}{rewritten[end:]}"
     return rewritten
+
+
+def _subquery_node_reads(body: str, cte_nodes: dict[str, str]) -> str:
+    """A CTE made a node, read again by a subquery (TPC-H Q15's `(SELECT max(total_revenue)
+    FROM revenue0)`), reads the node there too: the same rows, whose aggregates are kept
+    exactly, instead of an aggregate the subquery would evaluate again in scan order. Left
+    alone where a subquery has a WITH list of its own (which may hide the CTE's name)."""
+    tokens = tokenize(body)
+    opens = [i for i, (t, n) in enumerate(itertools.pairwise(tokens)) if t.kind == TokenType.L_PAREN]
+    if not cte_nodes or any(tokens[i + 1].kind == TokenType.WITH for i in opens):
+        return body
+    edits = []
+    for index in (i for i in opens if tokens[i + 1].kind == TokenType.SELECT):
+        close = matching_paren(tokens, index)
+        base = tokens[index + 1].start
+        inner = body[base : tokens[close - 1].end]
+        inner_tokens = tokenize(inner)
+        if set_operators(inner_tokens):
+            continue
+        clauses = split_clauses(inner, inner_tokens)
+        for item in read_from_items(inner, list(clauses.from_.tokens), check=False) if clauses.from_ else []:
+            node = cte_nodes.get(fold(item.name or "")) if item.body is None and not item.schema else None
+            if node is not None:
+                start, end = item.name_span
+                shown = quote(node) if item.aliased else f"{quote(node)} AS {quote(item.alias)}"
+                edits.append((base + start, base + end, shown))
+    return splice(body, edits)
 
 
 def _has_expression_subquery(select: str) -> bool:

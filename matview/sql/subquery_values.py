@@ -18,6 +18,7 @@ from sqlglot.tokens import TokenType
 
 from matview.errors import UnsupportedQuery
 from matview.names import fold
+from matview.operators.exact_extrema import EXACT_EXTREMA
 from matview.operators.exact_sums import EXACT_SUMS
 from matview.sql.from_items import FromItem, is_from_item, read_from_items
 from matview.sql.sqltext import (
@@ -64,7 +65,8 @@ def exact_sum_renames(conn: apsw.Connection, text: str) -> str:
         if token.kind == TokenType.L_PAREN and tokens[index + 1].kind == TokenType.SELECT:
             renames += refuse_unstable_value(conn, text, tokens, index)
     for name in sorted(set(renames), key=lambda t: t.start, reverse=True):
-        text = text[: name.start] + EXACT_SUMS[name.text.lower()] + text[name.end :]
+        twin = {**EXACT_SUMS, **EXACT_EXTREMA}[name.text.lower()]
+        text = text[: name.start] + twin + text[name.end :]
     return text
 
 
@@ -111,9 +113,15 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
                 # (DISTINCT keeps one of 1 and 1.0 in scan order: the sum's type would follow it)
                 renames.append(Token(name.kind, name.text, base + name.start, base + name.end))
                 continue
+        plain = call.name in EXACT_EXTREMA and not call.distinct and call.filter is None and len(call.args) == 1
+        if plain and _binary_argument(conn, call.args[0].tokens, tables):
+            # (equal extremes that differ make the exact twin raise: never a guess)
+            renames.append(Token(name.kind, name.text, base + name.start, base + name.end))
+            continue
         raise UnsupportedQuery(
             f"{call.name}() inside a subquery: its value depends on the order SQLite scans the rows "
-            "(COUNT, SUM/TOTAL/AVG, and MIN/MAX or DISTINCT sums of a typed BINARY column are supported there)"
+            "(COUNT, SUM/TOTAL/AVG, MIN/MAX under BINARY, and DISTINCT sums of a typed BINARY column are "
+            "supported there)"
         )
     if calls and not clauses.group:
         _refuse_bare_columns(body, clauses, [call for call, _ in calls])
@@ -140,9 +148,7 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
     )
 
 
-def _total_order(
-    conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem], items: list[Span]
-) -> bool:
+def _total_order(conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem], items: list[Span]) -> bool:
     """Whether a single-table subquery's ORDER BY leaves no ties: its terms include, as plain
     columns, the table's INTEGER PRIMARY KEY or every column of a NOT NULL primary key whose
     columns compare as BINARY (a key unique under any collation has no two values BINARY calls
@@ -182,6 +188,25 @@ def _exact_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list
     """Whether `tokens` is a plain column whose equal values are identical (typed, BINARY)."""
     column = _plain_column(conn, tokens, tables)
     return column is not None and has_one_variant(column.decltype, column.collation)
+
+
+def _binary_argument(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]) -> bool:
+    """Whether MIN/MAX compare `tokens`' values under BINARY: no COLLATE, no subquery, and
+    every column it names (of `tables`, where known) collated BINARY; an unknown name is not."""
+    for index, token in enumerate(tokens):
+        if token.kind in (TokenType.COLLATE, TokenType.SELECT):
+            return False
+        if not token.is_name or token.kind == TokenType.STRING:
+            continue
+        following = tokens[index + 1].kind if index + 1 < len(tokens) else None
+        if following in (TokenType.L_PAREN, TokenType.DOT):
+            continue  # a function's name, or a table's before its column
+        qualified = index >= 2 and tokens[index - 1].kind == TokenType.DOT
+        written = tokens[index - 2 : index + 1] if qualified else (token,)
+        column = _plain_column(conn, written, tables)
+        if column is None or column.collation.upper() != "BINARY":
+            return False
+    return True
 
 
 def _refuse_bare_columns(body: str, clauses: Clauses, calls: list[AggregateCall]) -> None:
