@@ -69,7 +69,7 @@ def _python_step(name: str, path: Path | None) -> Step:
 
 #: the migrations beside this package in a source checkout; they win over an installed
 #: ``matview_migrations``, which may belong to another checkout of matview
-_SOURCE_MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+_SOURCE_MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"  # (beside matview/)
 
 
 @functools.cache
