@@ -27,11 +27,11 @@ from matview.operators.exact_sums import register_exact_sums
 from matview.progress import ProgressCallback
 from matview.registry import Registry, View
 from matview.sql.nodes import is_node
-from matview.storage import catalog
+from matview.storage import catalog, readable
 from matview.storage.viewstore import ROW_KEY_FUNCTION, row_key_sql
 from matview.viewinfo import ViewInfo
 from matview_ext import statements
-from matview_ext.vtable import Module
+from matview_ext.vtable import Module, result_error
 
 _WRITES = {"INSERT", "UPDATE", "DELETE", "REPLACE"}
 _FOLD_BEFORE = {"COMMIT", "END", "RELEASE"}
@@ -77,6 +77,7 @@ class Connection:
         connection.create_scalar_function(ROW_KEY_FUNCTION, row_key_sql, -1, deterministic=True)
         register_exact_sums(connection)
         connection.create_scalar_function(upstream.UNREADABLE_FUNCTION, upstream.unreadable, 3)  # type: ignore[arg-type]
+        connection.create_scalar_function(readable.RESULT_ERROR_FUNCTION, result_error, 2)  # type: ignore[arg-type]
         connection.create_module("matview", Module(connection, self.registry))  # type: ignore[arg-type]
         connection.set_rollback_hook(self.registry.invalidate)
         catalog.check_version(connection)

@@ -117,7 +117,9 @@ class Registry:
         # (the table-valued pragma reads main's version whatever its qualifier: temp's needs PRAGMA)
         versions = (self._schema_version or 0, int(scalar(self.conn, "PRAGMA temp.schema_version")))
         if versions != self._shadowed:
-            complete = readable.reconcile(self.conn, [v.name for v in views.values()])
+            complete = readable.reconcile(
+                self.conn, [(v.name, v.entry.plan, self.progress_pairs(v)) for v in views.values()]
+            )
             for view in views.values():
                 if self.dependents_of(view):  # where a reader of its dependents puts its ΔV
                     upstream.ensure_delta_table(self.conn, view.name, view.entry.plan.columns)
@@ -239,6 +241,15 @@ class Registry:
                 found[fold(current.name)] = current
                 todo += [u for u in self.upstreams_of(current) if u is not None]
         return self.upstream_first(list(found.values()))
+
+    def progress_pairs(self, view: View) -> list[tuple[str, str]] | None:
+        """The (view, base table) pairs a read of `view` merges pending deltas of (those of the
+        views it reads too, as `fold.pending_view_delta`), or None when it cannot be read as it
+        is stored (broken, or reading a view that is gone)."""
+        order = self.upstream_order(view)
+        if any(v.broken for v in order) or any(u is None for v in order for u in self.upstreams_of(v)):
+            return None
+        return [(v.name, table) for v in order for table in v.entry.base_tables]
 
     def upstream_first(self, views: list[View]) -> list[View]:
         """`views` ordered so that each comes after the views it reads."""
