@@ -57,6 +57,7 @@ class Registry:
         self._shadowed: tuple[int, int] | None = None  # (main, temp) schema versions the shadows match
         self._functions: frozenset[str] | None = None
         self._dependents: dict[str, list[View]] | None = None  # per view (folded name): the views reading it
+        self._linked: bool | None = None  # whether some view of the file reads another
         self._groups: dict[tuple[str, ...], list[list[str]]] = {}  # `fold_groups` of a list of views, by name
         #: per view: the last pending ΔV a reader computed, and what it depended on (see `fold`)
         self.pending_deltas: dict[str, tuple[Any, ZSet[bytes]]] = {}
@@ -147,6 +148,7 @@ class Registry:
             views[key] = view
         self.views = views
         self._dependents = None
+        self._linked = None
         self._groups = {}
         self.pending_deltas = {}
         for view in self.fold_order(list(views.values())):
@@ -190,6 +192,10 @@ class Registry:
         """`views` with every view connected to them through views over views, in groups that
         fold together (a downstream view's input is its upstream's ΔV of the same fold), each
         upstream first."""
+        if self._linked is None:
+            self._linked = any(v.entry.plan.upstream_views for v in self.views.values())
+        if not self._linked and all(self.views.get(fold(v.name)) is v for v in views):
+            return [[view] for view in views]  # no view of the file reads another: each alone
         if not any(v.entry.plan.upstream_views or self.dependents_of(v) for v in views):
             return [[view] for view in views]  # no view over a view among them: each alone
         wanted = tuple(fold(v.name) for v in views)
