@@ -90,6 +90,11 @@ class Registry:
         self._shadowed = None
         self.pending_deltas = {}
 
+    @property
+    def schema_version(self) -> int | None:
+        """main's schema version the views were loaded at (None: unknown, `sync` reloads)."""
+        return self._schema_version
+
     def sync(self) -> dict[str, View]:
         """Reload the catalog if the schema changed since the last look."""
         # The table-valued form checks main's schema cookie as a statement on main does, so
@@ -118,9 +123,7 @@ class Registry:
         # (the table-valued pragma reads main's version whatever its qualifier: temp's needs PRAGMA)
         versions = (self._schema_version or 0, int(scalar(self.conn, "PRAGMA temp.schema_version")))
         if versions != self._shadowed:
-            complete = readable.reconcile(
-                self.conn, [(v.name, v.entry.plan, self.progress_pairs(v)) for v in views.values()]
-            )
+            complete = readable.reconcile(self.conn, [(v.name, v.entry.plan, self.reading(v)) for v in views.values()])
             for view in views.values():
                 if self.dependents_of(view):  # where a reader of its dependents puts its ΔV
                     upstream.ensure_delta_table(self.conn, view.name, view.entry.plan.columns)
@@ -256,6 +259,12 @@ class Registry:
         if any(v.broken for v in order) or any(u is None for v in order for u in self.upstreams_of(v)):
             return None
         return [(v.name, table) for v in order for table in v.entry.base_tables]
+
+    def reading(self, view: View) -> readable.Reading | None:
+        """What `view`'s shadow view is made for (`readable.Reading`), or None when it cannot
+        be read as it is stored."""
+        pairs = self.progress_pairs(view)
+        return None if pairs is None or self._schema_version is None else (pairs, self._schema_version)
 
     def upstream_first(self, views: list[View]) -> list[View]:
         """`views` ordered so that each comes after the views it reads."""

@@ -60,7 +60,8 @@ class Module:
         if pending:
             extra = (
                 f"{quote(names.KEY)} BLOB, {quote(readable.KEEP)} INTEGER, "
-                f"{quote(readable.ANY_PENDING)} HIDDEN, {quote(readable.ANY_HEAVY)} HIDDEN"
+                f"{quote(readable.ANY_PENDING)} HIDDEN, {quote(readable.ANY_HEAVY)} HIDDEN, "
+                f"{quote(readable.SCHEMA_VERSION)} HIDDEN"
             )
             return f"CREATE TABLE x({columns}, {extra})", PendingTable(self, view.name, len(view.entry.plan.columns))
         return f"CREATE TABLE x({columns})", Table(self, view.name)
@@ -80,9 +81,15 @@ class Table:
     def __init__(self, module: Module, name: str) -> None:
         self.module, self.name = module, name
 
-    def view(self) -> View:
+    def view(self, schema_version: int | None = None) -> View:
+        """The view, checked readable; `schema_version`: main's, as the statement read it (the
+        registry's is then not asked again when it is the same)."""
         try:
-            view = self.module.registry.get(self.name)
+            registry = self.module.registry
+            if schema_version is not None and schema_version == registry.schema_version:
+                view = registry.views.get(names.fold(self.name))
+            else:
+                view = registry.get(self.name)
         except apsw.SchemaChangeError:
             # Another connection changed the schema and this statement touches only temp (a
             # shadow), so SQLite cannot re-read main's schema while preparing it. A statement
@@ -234,7 +241,7 @@ class PendingTable(Table):
         used: list[Any] = [None] * len(constraints)
         flags: list[str] = []
         for number, (column, op) in enumerate(constraints):
-            flag = {self.width + 2: "pending", self.width + 3: "heavy"}.get(column)
+            flag = {self.width + 2: "pending", self.width + 3: "heavy", self.width + 4: "schema"}.get(column)
             if flag is not None and flag not in flags and op == apsw.SQLITE_INDEX_CONSTRAINT_EQ:
                 used[number] = (len(flags), True)
                 flags.append(flag)
@@ -250,10 +257,10 @@ _KEYS_PER_LOOKUP = 400
 
 class PendingCursor(Cursor):
     def Filter(self, indexnum: int, indexname: str, constraintargs: Sequence[Any]) -> None:
-        view = self.table.view()  # (raises when the view cannot be read)
+        told = dict(zip(indexname.split(",") if indexname else [], constraintargs))
+        view = self.table.view(told.get("schema"))  # (raises when the view cannot be read)
         conn = self.table.module.conn
         self.rows, self.position = [], 0
-        told = dict(zip(indexname.split(",") if indexname else [], constraintargs))
         pending: ZSet[bytes] = ZSet()
         if told.get("pending", True):
             try:

@@ -569,3 +569,23 @@ def test_shadow_view_reads_pending_and_heavy_rows(path: Path) -> None:
     assert exact(conn, "SELECT * FROM heavy") == exact(conn, ROWS)
     assert stock_bag(path, "SELECT * FROM heavy") == exact(conn, ROWS)
     conn.close()
+
+
+def test_shadow_view_with_awkward_column_names(path: Path) -> None:
+    """Column names the shadow view's own parts use: a literal's name (`1`, as its one-row
+    guard's), the pending-rows table's internal columns (regressions)."""
+    conn = matview.connect(str(path))
+    make_base(conn)
+    views = {
+        "lit": "SELECT 12, 1, a, -2 FROM t",
+        "inner": "SELECT a AS __dbsp_keep, id AS __dbsp_any_pending, r AS __dbsp_schema_version FROM t",
+    }
+    for name, sql in views.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+    for name, sql in views.items():
+        assert exact(conn, f"SELECT * FROM {name}") == exact(conn, sql)
+    with conn:
+        conn.execute("INSERT INTO t(g, a, r) VALUES ('n', 4, 2.5)")
+        for name, sql in views.items():
+            assert exact(conn, f"SELECT * FROM {name}") == exact(conn, sql)
+    conn.close()

@@ -119,6 +119,8 @@ KEEP = "__dbsp_keep"
 ANY_PENDING = "__dbsp_any_pending"
 #: … and whether some stored row has a weight > 1 (those rows come through it too)
 ANY_HEAVY = "__dbsp_any_heavy"
+#: … and the schema version of main (the registry need not ask for it again)
+SCHEMA_VERSION = "__dbsp_schema_version"
 #: where a shadow view's SELECT begins (SQLite keeps comments in the text it stores)
 _BODY_MARK = "/* matview shadow */ "
 _PENDING_PREFIX = names.pending_rows("")
@@ -128,7 +130,11 @@ def direct_read(plan: Plan) -> bool:
     """Whether a temp view over the stored table reads exactly as the view: every column
     compares as the view's does there (its declared type is the stored column's, so the
     affinity is the same, and it is BINARY)."""
-    return all(c.storage_type == c.decltype and c.collation.upper() == "BINARY" for c in plan.columns)
+    internal = {names.KEY.lower(), KEEP, ANY_PENDING, ANY_HEAVY, SCHEMA_VERSION}  # (the pending table's own)
+    return all(
+        c.storage_type == c.decltype and c.collation.upper() == "BINARY" and c.name.lower() not in internal
+        for c in plan.columns
+    )
 
 
 def _literal(text: str) -> str:
@@ -163,7 +169,12 @@ def pending_sql(pairs: ProgressPairs) -> str:
     return "(" + (" OR ".join(tests) or "0") + ")"
 
 
-def shadow_view_sql(view: str, plan: Plan, pairs: ProgressPairs) -> str:
+#: what a shadow view is made for: the view's `ProgressPairs` and main's schema version (the
+#: virtual table is asked to check the view only once main's schema has changed since)
+Reading = tuple[ProgressPairs, int]
+
+
+def shadow_view_sql(view: str, plan: Plan, reading: Reading) -> str:
     """CREATE VIEW temp.<view>, the exact read of a view whose columns `direct_read` admits.
     First what the virtual table temp.<names.pending_rows(view)> gives
     (`matview_ext.vtable.PendingTable`: the rows of the keys pending changes touch, merged,
@@ -177,13 +188,18 @@ def shadow_view_sql(view: str, plan: Plan, pairs: ProgressPairs) -> str:
     weight, key = quote(names.WEIGHT), quote(names.KEY)
     source = quote("__dbsp_s")
     select = ", ".join(_shadow_column(view, c, plan.kind == "aggregate" and not c.is_column) for c in plan.columns)
+    pairs, schema_version = reading
     any_pending = pending_sql(pairs)
+    schema = "(SELECT schema_version FROM main.pragma_schema_version)"
     any_heavy = f"EXISTS (SELECT 1 FROM {table} WHERE {weight} > 1)"
-    merged = ", ".join(quote(c.name) for c in plan.columns)
+    rows = quote("__dbsp_p")
+    merged = ", ".join(f"{rows}.{quote(c.name)}" for c in plan.columns)
     return (
         f"CREATE VIEW temp.{quote(view)} AS {_BODY_MARK}"
-        f"SELECT {merged} FROM {pending} "
-        f"WHERE {quote(KEEP)} AND {quote(ANY_PENDING)} = {any_pending} AND {quote(ANY_HEAVY)} = {any_heavy} "
+        f"SELECT {merged} FROM (SELECT 1 AS {quote('__dbsp_one')} WHERE {any_pending} OR {any_heavy} "
+        f"OR {schema} <> {int(schema_version)} LIMIT 1) AS {quote('__dbsp_g')} CROSS JOIN {pending} AS {rows} "
+        f"WHERE {rows}.{quote(KEEP)} AND {rows}.{quote(ANY_PENDING)} = {any_pending} "
+        f"AND {rows}.{quote(ANY_HEAVY)} = {any_heavy} AND {rows}.{quote(SCHEMA_VERSION)} = {schema} "
         f"UNION ALL SELECT {select} FROM {table} AS {source} WHERE {weight} = 1 "
         f"AND (NOT {any_pending} OR {source}.{key} NOT IN (SELECT {key} FROM {pending}))"
     )
@@ -202,18 +218,18 @@ def _view_of(name: str) -> str:
     return name[len(_PENDING_PREFIX) :] if name.lower().startswith(_PENDING_PREFIX.lower()) else name
 
 
-def _up_to_date(view: str, plan: Plan, pairs: ProgressPairs | None, objects: dict[str, tuple[str, str]]) -> bool:
+def _up_to_date(view: str, plan: Plan, reading: Reading | None, objects: dict[str, tuple[str, str]]) -> bool:
     """Whether `objects` are the shadow `create_shadow` would make now. (SQLite connects the
     virtual tables again, with the view's columns of the moment, when the schema changes; a
     shadow view's text must be compared: the view may have been created again with other
     columns by another connection.)"""
     have = {(name.lower(), kind) for name, (kind, _sql) in objects.items()}
-    if pairs is None:
+    if reading is None:
         return have == {(view.lower(), "table")}
     if have != {(view.lower(), "view"), (names.pending_rows(view).lower(), "table")}:
         return False
     text = next(sql for kind, sql in objects.values() if kind == "view")
-    return text.endswith(shadow_view_sql(view, plan, pairs).split(f" {_BODY_MARK}", 1)[1])
+    return text.endswith(shadow_view_sql(view, plan, reading).split(f" {_BODY_MARK}", 1)[1])
 
 
 def shadows(conn: apsw.Connection) -> dict[str, dict[str, tuple[str, str]]]:
@@ -228,13 +244,13 @@ def shadows(conn: apsw.Connection) -> dict[str, dict[str, tuple[str, str]]]:
     return found
 
 
-def create_shadow(conn: apsw.Connection, view: str, plan: Plan, pairs: ProgressPairs | None) -> None:
-    """The temp shadow of `view`: a shadow view over its stored table with `pairs` its
-    progress pairs (see `ProgressPairs`), or, with None (columns `direct_read` refuses, or a
-    view that cannot be read), a virtual table that reads it all."""
-    if pairs is not None and direct_read(plan):
+def create_shadow(conn: apsw.Connection, view: str, plan: Plan, reading: Reading | None) -> None:
+    """The temp shadow of `view`: a shadow view over its stored table made for `reading`,
+    or, with None (columns `direct_read` refuses, or a view that cannot be read as it is
+    stored), a virtual table that reads it all."""
+    if reading is not None and direct_read(plan):
         conn.execute(f"CREATE VIRTUAL TABLE temp.{quote(names.pending_rows(view))} USING matview")
-        conn.execute(shadow_view_sql(view, plan, pairs))
+        conn.execute(shadow_view_sql(view, plan, reading))
     else:
         conn.execute(f"CREATE VIRTUAL TABLE temp.{quote(view)} USING matview")
 
@@ -248,13 +264,13 @@ def drop_shadow(conn: apsw.Connection, view: str) -> None:
     _drop(conn, shadows(conn).get(view.lower(), {}))
 
 
-def reconcile(conn: apsw.Connection, views: Sequence[tuple[str, Plan, ProgressPairs | None]]) -> bool:
+def reconcile(conn: apsw.Connection, views: Sequence[tuple[str, Plan, Reading | None]]) -> bool:
     """Make this connection's temp shadows exactly those of `views`. False when some could not
     be made right now (a cursor still reads a shadow being dropped): try again later. A temp
     object of the user's own that already has a view's name is left alone; it hides the view
     on this connection as any temp object hides a main one."""
     complete = True
-    wanted = {name.lower(): (name, plan, pairs if direct_read(plan) else None) for name, plan, pairs in views}
+    wanted = {name.lower(): (name, plan, reading if direct_read(plan) else None) for name, plan, reading in views}
     for key, objects in shadows(conn).items():
         if key not in wanted or not _up_to_date(key, wanted[key][1], wanted[key][2], objects):
             try:
@@ -262,10 +278,10 @@ def reconcile(conn: apsw.Connection, views: Sequence[tuple[str, Plan, ProgressPa
             except (apsw.LockedError, apsw.BusyError):
                 complete = False
     taken = {str(r[0]).lower() for r in conn.execute("SELECT name FROM temp.sqlite_master")}
-    for key, (name, plan, pairs) in wanted.items():
+    for key, (name, plan, reading) in wanted.items():
         if key not in taken and names.pending_rows(key) not in taken:
             try:
-                create_shadow(conn, name, plan, pairs)
+                create_shadow(conn, name, plan, reading)
             except (apsw.LockedError, apsw.BusyError):
                 complete = False
     return complete
