@@ -32,7 +32,7 @@ from matview.storage import catalog, readable
 from matview.storage.viewstore import ROW_KEY_FUNCTION, row_key_sql
 from matview.viewinfo import ViewInfo
 from matview_ext import statements
-from matview_ext.vtable import Module
+from matview_ext.vtable import Module, result_error
 
 _WRITES = {"INSERT", "UPDATE", "DELETE", "REPLACE"}
 _FOLD_BEFORE = {"COMMIT", "END", "RELEASE"}
@@ -88,6 +88,7 @@ class Connection:
         register_exact_sums(connection)
         register_exact_extrema(connection)
         connection.create_scalar_function(upstream.UNREADABLE_FUNCTION, upstream.unreadable, 3)  # type: ignore[arg-type]
+        connection.create_scalar_function(readable.RESULT_ERROR_FUNCTION, result_error, 2)  # type: ignore[arg-type]
         self._module = Module(connection, self.registry)
         connection.create_module("matview", self._module)  # type: ignore[arg-type]
         connection.set_rollback_hook(self.registry.invalidate)

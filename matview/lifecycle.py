@@ -46,7 +46,7 @@ def _existing_object(conn: apsw.Connection, name: str) -> str | None:
         "UNION ALL SELECT type, sql FROM temp.sqlite_master WHERE name = ? COLLATE NOCASE",
         (name, name),
     ):
-        if not readable.is_matview_vtable(str(sql or "")):
+        if not readable.is_shadow(str(sql or "")):
             return str(kind)
     return None
 
@@ -115,7 +115,7 @@ def create_view(
         registry.invalidate()
         readable.create_plain_view(conn, name, plan)
         readable.drop_shadow(conn, name)
-        readable.create_shadow(conn, name)
+        readable.create_shadow(conn, name, plan, None)  # (the next statement makes it a shadow view)
     registry.invalidate()
 
 

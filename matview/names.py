@@ -53,6 +53,12 @@ def view_delta_table(view: str) -> str:
     return f"{PREFIX}dv_{view}"
 
 
+def pending_rows(view: str) -> str:
+    """This connection's temp virtual table of a view's rows that pending changes touch
+    (see `storage.readable.shadow_view_sql`)."""
+    return f"{PREFIX}pending_{view}"
+
+
 def preimage_table(table: str) -> str:
     return f"{PREFIX}preimage_{table}"
 

@@ -13,6 +13,7 @@ evaluates exactly what was written.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -162,16 +163,16 @@ class Plan:
     def group_count(self) -> int:
         return len(self.group_collations)
 
-    @property
+    @functools.cached_property  # (read at every commit; a plan never changes)
     def tables(self) -> list[str]:
         """The distinct sources (base tables and upstream views), in order of first reference."""
         return list(dict.fromkeys(self.sources))
 
-    @property
+    @functools.cached_property  # (read at every commit; a plan never changes)
     def upstream_views(self) -> tuple[str, ...]:
         return tuple(u.name for u in self.upstreams)
 
-    @property
+    @functools.cached_property  # (read at every commit; a plan never changes)
     def base_tables(self) -> list[str]:
         """The distinct base tables the SELECT reads itself (not through an upstream view)."""
         return [t for t in self.tables if t not in self.upstream_views]

@@ -59,6 +59,7 @@ class Registry:
         self._shadowed: tuple[int, int] | None = None  # (main, temp) schema versions the shadows match
         self._functions: frozenset[str] | None = None
         self._dependents: dict[str, list[View]] | None = None  # per view (folded name): the views reading it
+        self._linked: bool | None = None  # whether some view of the file reads another
         self._groups: dict[tuple[str, ...], list[list[str]]] = {}  # `fold_groups` of a list of views, by name
         #: per view: the last pending ΔV a reader computed, and what it depended on (see `fold`)
         self.pending_deltas: dict[str, tuple[Any, ZSet[bytes]]] = {}
@@ -91,6 +92,11 @@ class Registry:
         self._shadowed = None
         self.pending_deltas = {}
 
+    @property
+    def schema_version(self) -> int | None:
+        """main's schema version the views were loaded at (None: unknown, `sync` reloads)."""
+        return self._schema_version
+
     def sync(self) -> dict[str, View]:
         """Reload the catalog if the schema changed since the last look."""
         # The table-valued form checks main's schema cookie as a statement on main does, so
@@ -119,7 +125,7 @@ class Registry:
         # (the table-valued pragma reads main's version whatever its qualifier: temp's needs PRAGMA)
         versions = (self._schema_version or 0, int(scalar(self.conn, "PRAGMA temp.schema_version")))
         if versions != self._shadowed:
-            complete = readable.reconcile(self.conn, [v.name for v in views.values()])
+            complete = readable.reconcile(self.conn, [(v.name, v.entry.plan, self.reading(v)) for v in views.values()])
             for view in views.values():
                 if self.dependents_of(view):  # where a reader of its dependents puts its ΔV
                     upstream.ensure_delta_table(self.conn, view.name, view.entry.plan.columns, check_width=True)
@@ -147,6 +153,7 @@ class Registry:
             views[key] = view
         self.views = views
         self._dependents = None
+        self._linked = None
         self._groups = {}
         self.pending_deltas = {}
         for view in self.fold_order(list(views.values())):
@@ -190,6 +197,10 @@ class Registry:
         """`views` with every view connected to them through views over views, in groups that
         fold together (a downstream view's input is its upstream's ΔV of the same fold), each
         upstream first."""
+        if self._linked is None:
+            self._linked = any(v.entry.plan.upstream_views for v in self.views.values())
+        if not self._linked and all(self.views.get(fold(v.name)) is v for v in views):
+            return [[view] for view in views]  # no view of the file reads another: each alone
         if not any(v.entry.plan.upstream_views or self.dependents_of(v) for v in views):
             return [[view] for view in views]  # no view over a view among them: each alone
         wanted = tuple(fold(v.name) for v in views)
@@ -241,6 +252,21 @@ class Registry:
                 found[fold(current.name)] = current
                 todo += [u for u in self.upstreams_of(current) if u is not None]
         return self.upstream_first(list(found.values()))
+
+    def progress_pairs(self, view: View) -> list[tuple[str, str]] | None:
+        """The (view, base table) pairs a read of `view` merges pending deltas of (those of the
+        views it reads too, as `fold.pending_view_delta`), or None when it cannot be read as it
+        is stored (broken, or reading a view that is gone)."""
+        order = self.upstream_order(view)
+        if any(v.broken for v in order) or any(u is None for v in order for u in self.upstreams_of(v)):
+            return None
+        return [(v.name, table) for v in order for table in v.entry.base_tables]
+
+    def reading(self, view: View) -> readable.Reading | None:
+        """What `view`'s shadow view is made for (`readable.Reading`), or None when it cannot
+        be read as it is stored."""
+        pairs = self.progress_pairs(view)
+        return None if pairs is None or self._schema_version is None else (pairs, self._schema_version)
 
     def upstream_first(self, views: list[View]) -> list[View]:
         """`views` ordered so that each comes after the views it reads."""

@@ -18,13 +18,16 @@ from typing import Any
 
 import apsw
 
+from matview import names
 from matview.db import ENVIRONMENT_ERRORS, describe
 from matview.errors import Error, SchemaChanged
 from matview.fold import pending_view_delta
 from matview.keys import row_of
-from matview.names import quote
+from matview.names import pending_rows, quote
 from matview.operators.accumulators import RESULT_ERRORS
 from matview.registry import Registry, View
+from matview.storage import readable
+from matview.zset import ZSet
 
 _OPS = {
     apsw.SQLITE_INDEX_CONSTRAINT_EQ: "=",
@@ -48,18 +51,29 @@ class Module:
     def Create(self, db: Any, modulename: str, dbname: str, tablename: str, *args: str) -> tuple[str, Table]:
         # SQLite reconnects virtual tables in the middle of ALTER TABLE, when running SQL
         # fails: answer from the registry's cache when it knows the view.
-        view = self.registry.views.get(tablename.lower()) or self.registry.get(tablename)
+        prefix = pending_rows("")
+        pending = tablename.lower().startswith(prefix.lower())
+        name = tablename[len(prefix) :] if pending else tablename
+        view = self.registry.views.get(name.lower()) or self.registry.get(name)
         if view is None:
             raise Error(f"{tablename}: create materialized views with CREATE MATERIALIZED VIEW")
-        columns = []
+        columns_list = []
         for c in view.entry.plan.columns:
             if self._has_collation(c.collation):
-                columns.append(f"{quote(c.name)} {c.decltype} COLLATE {quote(c.collation)}")
+                columns_list.append(f"{quote(c.name)} {c.decltype} COLLATE {quote(c.collation)}")
                 continue
             # (declared with it, SQLite would refuse the shadow, and with it the connection)
             self.lacking[view.name.lower()] = c.collation
-            columns.append(f"{quote(c.name)} {c.decltype}")
-        return f"CREATE TABLE x({', '.join(columns)})", Table(self, view.name)
+            columns_list.append(f"{quote(c.name)} {c.decltype}")
+        columns = ", ".join(columns_list)
+        if pending:
+            extra = (
+                f"{quote(names.KEY)} BLOB, {quote(readable.KEEP)} INTEGER, "
+                f"{quote(readable.ANY_PENDING)} HIDDEN, {quote(readable.ANY_HEAVY)} HIDDEN, "
+                f"{quote(readable.SCHEMA_VERSION)} HIDDEN"
+            )
+            return f"CREATE TABLE x({columns}, {extra})", PendingTable(self, view.name, len(view.entry.plan.columns))
+        return f"CREATE TABLE x({columns})", Table(self, view.name)
 
     def _has_collation(self, name: str) -> bool:
         """Whether this connection can compare with collation `name` (`PRAGMA collation_list`
@@ -87,9 +101,15 @@ class Table:
     def __init__(self, module: Module, name: str) -> None:
         self.module, self.name = module, name
 
-    def view(self) -> View:
+    def view(self, schema_version: int | None = None) -> View:
+        """The view, checked readable; `schema_version`: main's, as the statement read it (the
+        registry's is then not asked again when it is the same)."""
         try:
-            view = self.module.registry.get(self.name)
+            registry = self.module.registry
+            if schema_version is not None and schema_version == registry.schema_version:
+                view = registry.views.get(names.fold(self.name))
+            else:
+                view = registry.get(self.name)
         except apsw.SchemaChangeError:
             # Another connection changed the schema and this statement touches only temp (a
             # shadow), so SQLite cannot re-read main's schema while preparing it. A statement
@@ -227,3 +247,95 @@ class Cursor:
 
     def Close(self) -> None:
         self.rows = []
+
+
+class PendingTable(Table):
+    """temp.<names.pending_rows(v)>: what of a view SQLite cannot read from its stored table
+    alone, for the shadow view (`readable.shadow_view_sql`): the rows of the keys pending
+    changes touch (stored rows merged with ΔV: one row per copy a key keeps; a key left with
+    no row has one row with KEEP = 0, which only hides its stored row), and the untouched
+    stored rows of weight > 1, one row per copy. SQLite passes whether anything is pending
+    (`readable.pending_sql`) and whether some stored row has a weight > 1 as the hidden
+    columns ANY_PENDING and ANY_HEAVY: with both false it reads nothing."""
+
+    def __init__(self, module: Module, name: str, width: int) -> None:
+        super().__init__(module, name)
+        self.width = width
+
+    def BestIndex(self, constraints: Sequence[tuple[int, int]], orderbys: Sequence[tuple[int, bool]]) -> Any:
+        # No SQL here: SQLite plans again whenever a bound value may change the plan (STAT4).
+        used: list[Any] = [None] * len(constraints)
+        flags: list[str] = []
+        for number, (column, op) in enumerate(constraints):
+            flag = {self.width + 2: "pending", self.width + 3: "heavy", self.width + 4: "schema"}.get(column)
+            if flag is not None and flag not in flags and op == apsw.SQLITE_INDEX_CONSTRAINT_EQ:
+                used[number] = (len(flags), True)
+                flags.append(flag)
+        return (used, 0, ",".join(flags), False, 10.0 / (1 + len(flags)))
+
+    def Open(self) -> Cursor:
+        return PendingCursor(self)
+
+
+#: keys looked up in one statement when merging pending changes with their stored rows
+_KEYS_PER_LOOKUP = 400
+
+
+class PendingCursor(Cursor):
+    def Filter(self, indexnum: int, indexname: str, constraintargs: Sequence[Any]) -> None:
+        told = dict(zip(indexname.split(",") if indexname else [], constraintargs))
+        view = self.table.view(told.get("schema"))  # (raises when the view cannot be read)
+        conn = self.table.module.conn
+        self.rows, self.position = [], 0
+        pending: ZSet[bytes] = ZSet()
+        if told.get("pending", True):
+            try:
+                pending = pending_view_delta(conn, self.table.module.registry, view)
+            except ENVIRONMENT_ERRORS:
+                raise
+            except Exception as exc:
+                message = view.stalled or f"materialized view {view.name} cannot be read: {describe(exc)}"
+                raise Error(message) from exc
+        rows: list[tuple[Any, ...]] = []
+        if pending:
+            stored = _stored_rows(conn, view, f"{quote(names.KEY)} IN", list(pending))
+            for key, change in pending.items():
+                values, weight = stored.get(key, (row_of(key), 0))
+                weight += change
+                if weight > 0:
+                    rows.extend([(*values, key, 1)] * weight)
+                else:
+                    rows.append((*values, key, 0))
+        if told.get("heavy", True):
+            for key, (values, weight) in _stored_rows(conn, view, f"{quote(names.WEIGHT)} > 1").items():
+                if key not in pending:
+                    rows.extend([(*values, key, 1)] * weight)
+        self.rows = rows
+
+
+def _stored_rows(
+    conn: apsw.Connection, view: View, where: str, keys: list[bytes] | None = None
+) -> dict[bytes, tuple[tuple[Any, ...], int]]:
+    """The stored values and weight of the rows `where` selects, by key; `where` ends with
+    `key IN` when `keys` are given."""
+    width = len(view.entry.plan.columns)
+    select = f"SELECT {view.table.select_columns} FROM {view.table.table} WHERE {where}"
+    found: dict[bytes, tuple[tuple[Any, ...], int]] = {}
+    if keys is None:
+        batches: list[tuple[str, list[bytes]]] = [(select, [])]
+    else:
+        chunks = [keys[start : start + _KEYS_PER_LOOKUP] for start in range(0, len(keys), _KEYS_PER_LOOKUP)]
+        batches = [(f"{select} ({', '.join('?' * len(chunk))})", chunk) for chunk in chunks]
+    for sql, args in batches:
+        for row in conn.execute(sql, args):
+            found[row[width]] = (row[:width], row[-1])
+    return found
+
+
+def result_error(view: str, value: Any) -> Any:
+    """SQL function `readable.RESULT_ERROR_FUNCTION`: a stored result error read from a view
+    through its shadow view raises as a read through the virtual table does."""
+    message = RESULT_ERRORS.get(value) if type(value) is bytes else None
+    if message is None:
+        return value
+    raise Error(f"materialized view {view}: {message}")

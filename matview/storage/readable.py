@@ -111,44 +111,181 @@ def drop_plain_view(conn: apsw.Connection, view: str) -> None:
 
 # -- temp shadows ------------------------------------------------------------------------
 
+#: SQL function raising a view's stored result error (see `shadow_view_sql`)
+RESULT_ERROR_FUNCTION = "__dbsp_result_error"
+#: the pending-rows table's column telling a row to show from a key that only hides a stored row
+KEEP = "__dbsp_keep"
+#: its hidden column SQLite passes whether anything is pending for the view (`pending_sql`)
+ANY_PENDING = "__dbsp_any_pending"
+#: … and whether some stored row has a weight > 1 (those rows come through it too)
+ANY_HEAVY = "__dbsp_any_heavy"
+#: … and the schema version of main (the registry need not ask for it again)
+SCHEMA_VERSION = "__dbsp_schema_version"
+#: where a shadow view's SELECT begins (SQLite keeps comments in the text it stores)
+_BODY_MARK = "/* matview shadow */ "
+_PENDING_PREFIX = names.pending_rows("")
 
-def shadows(conn: apsw.Connection) -> dict[str, str]:
-    """This connection's temp virtual tables of module matview, by lower-cased name."""
-    found: dict[str, str] = {}
-    for name, sql in conn.execute("SELECT name, sql FROM temp.sqlite_master WHERE type = 'table'"):
-        if is_matview_vtable(str(sql or "")):
-            found[str(name).lower()] = str(name)
+
+def direct_read(plan: Plan) -> bool:
+    """Whether a temp view over the stored table reads exactly as the view: every column
+    compares as the view's does there (its declared type is the stored column's, so the
+    affinity is the same, and it is BINARY)."""
+    internal = {names.KEY.lower(), KEEP, ANY_PENDING, ANY_HEAVY, SCHEMA_VERSION}  # (the pending table's own)
+    if plan.kind == "aggregate" and plan.aggs and all(source == "group" for source, _ in plan.outputs):
+        # its aggregates are read by HAVING only: a group's error is stored in its GROUP BY
+        # columns (`Aggregate.emit`), which the virtual table checks and a plain read would not
+        return False
+    return all(
+        c.storage_type == c.decltype and c.collation.upper() == "BINARY" and c.name.lower() not in internal
+        for c in plan.columns
+    )
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _shadow_column(view: str, column: OutputColumn, can_overflow: bool) -> str:
+    ref = f"{quote('__dbsp_s')}.{quote(column.name)}"
+    if can_overflow:
+        # a stored result error raises matview's own message, only when the column is read
+        # (the CASE has no affinity: `direct_read` admits it only where the column has none)
+        ref = (
+            f"CASE WHEN {ref} IN ({result_error_markers_sql()}) "
+            f"THEN {RESULT_ERROR_FUNCTION}({_literal(view)}, {ref}) ELSE {ref} END"
+        )
+    return f"{ref} AS {quote(column.name)}"
+
+
+#: (view, base table) pairs whose pending delta rows a view's read merges (`fold.pending_view_delta`
+#: reads those of the view and of every view it reads)
+ProgressPairs = Sequence[tuple[str, str]]
+
+
+def pending_sql(pairs: ProgressPairs) -> str:
+    """SQL true when some pair has delta rows past its progress mark (as `fold.pending_ranges`)."""
+    seq = quote(names.SEQ)
+    tests = [
+        f"coalesce((SELECT max({seq}) FROM main.{quote(names.delta_table(table))}), 0) > coalesce((SELECT seq FROM "
+        f"main.{quote(names.PROGRESS)} WHERE view = {_literal(view)} AND base_table = {_literal(table)}), 0)"
+        for view, table in pairs
+    ]
+    return "(" + (" OR ".join(tests) or "0") + ")"
+
+
+#: what a shadow view is made for: the view's `ProgressPairs` and main's schema version (the
+#: virtual table is asked to check the view only once main's schema has changed since)
+Reading = tuple[ProgressPairs, int]
+
+
+def shadow_view_sql(view: str, plan: Plan, reading: Reading) -> str:
+    """CREATE VIEW temp.<view>, the exact read of a view whose columns `direct_read` admits.
+    First what the virtual table temp.<names.pending_rows(view)> gives
+    (`matview_ext.vtable.PendingTable`: the rows of the keys pending changes touch, merged,
+    and the stored rows of weight > 1; it checks that the view can be read, before any row,
+    and reads nothing more when SQLite tells it nothing is pending and no weight is > 1);
+    then the stored rows of weight 1 whose key no pending change touches, read by SQLite
+    itself: its indexes serve constraints, and the keys are looked up only when something
+    is pending."""
+    table = f"main.{quote(names.view_table(view))}"
+    pending = f"temp.{quote(names.pending_rows(view))}"
+    weight, key = quote(names.WEIGHT), quote(names.KEY)
+    source = quote("__dbsp_s")
+    select = ", ".join(_shadow_column(view, c, plan.kind == "aggregate" and not c.is_column) for c in plan.columns)
+    pairs, schema_version = reading
+    any_pending = pending_sql(pairs)
+    schema = "(SELECT schema_version FROM main.pragma_schema_version)"
+    any_heavy = f"EXISTS (SELECT 1 FROM {table} WHERE {weight} > 1)"
+    rows = quote("__dbsp_p")
+    merged = ", ".join(f"{rows}.{quote(c.name)}" for c in plan.columns)
+    return (
+        f"CREATE VIEW temp.{quote(view)} AS {_BODY_MARK}"
+        f"SELECT {merged} FROM (SELECT 1 AS {quote('__dbsp_one')} WHERE {any_pending} OR {any_heavy} "
+        f"OR {schema} <> {int(schema_version)} LIMIT 1) AS {quote('__dbsp_g')} CROSS JOIN {pending} AS {rows} "
+        f"WHERE {rows}.{quote(KEEP)} AND {rows}.{quote(ANY_PENDING)} = {any_pending} "
+        f"AND {rows}.{quote(ANY_HEAVY)} = {any_heavy} AND {rows}.{quote(SCHEMA_VERSION)} = {schema} "
+        f"UNION ALL SELECT {select} FROM {table} AS {source} WHERE {weight} = 1 "
+        f"AND (NOT {any_pending} OR {source}.{key} NOT IN (SELECT {key} FROM {pending}))"
+    )
+
+
+def is_shadow(sql: str) -> bool:
+    """True for the CREATE statement of a temp object matview makes: a virtual table of
+    module matview (a shadow, or the pending rows of one) or a shadow view."""
+    return is_matview_vtable(sql) or (
+        sql[:11].upper() == "CREATE VIEW" and f"temp.{quote(_PENDING_PREFIX)[:-1]}" in sql
+    )
+
+
+def _view_of(name: str) -> str:
+    """The view a temp shadow object named `name` belongs to."""
+    return name[len(_PENDING_PREFIX) :] if name.lower().startswith(_PENDING_PREFIX.lower()) else name
+
+
+def _up_to_date(view: str, plan: Plan, reading: Reading | None, objects: dict[str, tuple[str, str]]) -> bool:
+    """Whether `objects` are the shadow `create_shadow` would make now. (SQLite connects the
+    virtual tables again, with the view's columns of the moment, when the schema changes; a
+    shadow view's text must be compared: the view may have been created again with other
+    columns by another connection.)"""
+    have = {(name.lower(), kind) for name, (kind, _sql) in objects.items()}
+    if reading is None:
+        return have == {(view.lower(), "table")}
+    if have != {(view.lower(), "view"), (names.pending_rows(view).lower(), "table")}:
+        return False
+    text = next(sql for kind, sql in objects.values() if kind == "view")
+    return text.endswith(shadow_view_sql(view, plan, reading).split(f" {_BODY_MARK}", 1)[1])
+
+
+def shadows(conn: apsw.Connection) -> dict[str, dict[str, tuple[str, str]]]:
+    """This connection's temp shadow objects, by the lower-cased name of their view:
+    {name: (type, sql)}."""
+    found: dict[str, dict[str, tuple[str, str]]] = {}
+    for kind, name, sql in conn.execute(
+        "SELECT type, name, sql FROM temp.sqlite_master WHERE type IN ('table', 'view')"
+    ):
+        if is_shadow(str(sql or "")):
+            found.setdefault(_view_of(str(name)).lower(), {})[str(name)] = (str(kind), str(sql))
     return found
 
 
-def create_shadow(conn: apsw.Connection, view: str) -> None:
-    conn.execute(f"CREATE VIRTUAL TABLE temp.{quote(view)} USING matview")
+def create_shadow(conn: apsw.Connection, view: str, plan: Plan, reading: Reading | None) -> None:
+    """The temp shadow of `view`: a shadow view over its stored table made for `reading`,
+    or, with None (columns `direct_read` refuses, or a view that cannot be read as it is
+    stored), a virtual table that reads it all."""
+    if reading is not None and direct_read(plan):
+        conn.execute(f"CREATE VIRTUAL TABLE temp.{quote(names.pending_rows(view))} USING matview")
+        conn.execute(shadow_view_sql(view, plan, reading))
+    else:
+        conn.execute(f"CREATE VIRTUAL TABLE temp.{quote(view)} USING matview")
+
+
+def _drop(conn: apsw.Connection, objects: dict[str, tuple[str, str]]) -> None:
+    for name, (kind, _sql) in sorted(objects.items(), key=lambda item: item[1][0] != "view"):  # the view first
+        conn.execute(f"DROP {'VIEW' if kind == 'view' else 'TABLE'} temp.{quote(name)}")
 
 
 def drop_shadow(conn: apsw.Connection, view: str) -> None:
-    if view.lower() in shadows(conn):
-        conn.execute(f"DROP TABLE temp.{quote(view)}")
+    _drop(conn, shadows(conn).get(view.lower(), {}))
 
 
-def reconcile(conn: apsw.Connection, views: Sequence[str]) -> bool:
-    """Make this connection's temp shadows exactly `views`. False when some could not be
-    made right now (a cursor still reads a shadow being dropped): try again later. A temp
+def reconcile(conn: apsw.Connection, views: Sequence[tuple[str, Plan, Reading | None]]) -> bool:
+    """Make this connection's temp shadows exactly those of `views`. False when some could not
+    be made right now (a cursor still reads a shadow being dropped): try again later. A temp
     object of the user's own that already has a view's name is left alone; it hides the view
     on this connection as any temp object hides a main one."""
     complete = True
-    have = shadows(conn)
-    wanted = {v.lower(): v for v in views}
-    for key, name in have.items():
-        if key not in wanted:
+    wanted = {name.lower(): (name, plan, reading if direct_read(plan) else None) for name, plan, reading in views}
+    for key, objects in shadows(conn).items():
+        if key not in wanted or not _up_to_date(key, wanted[key][1], wanted[key][2], objects):
             try:
-                conn.execute(f"DROP TABLE temp.{quote(name)}")
+                _drop(conn, objects)
             except (apsw.LockedError, apsw.BusyError):
                 complete = False
     taken = {str(r[0]).lower() for r in conn.execute("SELECT name FROM temp.sqlite_master")}
-    for key, name in wanted.items():
-        if key not in taken:
+    for key, (name, plan, reading) in wanted.items():
+        if key not in taken and names.pending_rows(key) not in taken:
             try:
-                create_shadow(conn, name)
+                create_shadow(conn, name, plan, reading)
             except (apsw.LockedError, apsw.BusyError):
                 complete = False
     return complete
