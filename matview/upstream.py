@@ -201,9 +201,11 @@ def write_delta(conn: apsw.Connection, view: str, width: int, delta: ZSet[bytes]
     conn.execute(f"DELETE FROM {table}")
     if delta:
         rows = [(*row_of(key), weight) for key, weight in delta.items()]
-        for row in rows:
-            # a row that is an error (an overflowing aggregate) fails its readers as SQLite's
-            # SELECT would, even those whose delta terms would never read the column
+        for row in rows if fold(view).startswith(NODE_PREFIX) else ():
+            # an internal node's row that is an error (an overflowing aggregate) fails its view
+            # as the user's one SELECT would, even where no delta term reads the column (a user's
+            # materialized view read by another is a view: a reader that reads not its column
+            # is fine, as SQLite's SELECT over a view that omits the column is)
             failed = next((v for v in row[:-1] if type(v) is bytes and v in RESULT_ERRORS), None)
             if failed is not None and row[-1] > 0:
                 unreadable(view, "", failed)
