@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import apsw
+import apsw.ext
 
 from matview import names
 from matview.evaluator import Evaluator
@@ -306,6 +307,39 @@ class Circuit:
         self.set_operation = SetOperation(plan.set_operation, len(plan.arms)) if plan.set_operation else None
         self.delta_terms = DeltaTerms(plan)
         self.base_sql = self.delta_terms.base_sql
+        one_rowid_table = (
+            len(plan.sources) == 1
+            and not plan.upstreams
+            and not plan.root_recompute
+            and not plan.arms
+            and bool(self.delta_terms.columns_of(plan.sources[0])[1])
+        )
+        self._first_row_sql: dict[int, str] = {}
+        if self.aggregate is not None and not plan.exact_groups and one_rowid_table:
+            self.aggregate.first_variant = self._first_row
+        if self.distinct is not None and plan.kind == "rows" and not plan.exact_distinct and one_rowid_table:
+            self.distinct.first_variant = self._first_row
+
+    def _first_row(self, store: StateStore, values: list[Any]) -> list[Any] | None:
+        """The first stage-1 columns, as many as `values`, of the first row in rowid order among
+        those whose columns equal `values` (under their collations): the variant SQLite shows
+        for a GROUP BY or DISTINCT class ('a' and 'A' under NOCASE) when it scans the table."""
+        conn, plan, count = store.conn, self.plan, len(values)
+        sql = self._first_row_sql.get(count)
+        if sql is None:
+            table = plan.sources[0]
+            rowid = self.delta_terms.columns_of(table)[1][0]
+            rows = render(plan.stage1, weight=f"{quote(plan.aliases[0])}.{rowid}", source0=f"main.{quote(table)}")
+            width = len(apsw.ext.query_info(conn, rows).description or ()) - 1
+            columns = ", ".join([*(f"c{i}" for i in range(width)), "__dbsp_rid"])
+            shown = ", ".join(f"c{i}" for i in range(count))
+            match = " AND ".join(f"c{i} IS ?" for i in range(count))
+            sql = self._first_row_sql[count] = (
+                f"WITH __dbsp_f({columns}) AS ({rows}) SELECT {shown} FROM __dbsp_f WHERE {match} "
+                "ORDER BY __dbsp_rid LIMIT 1"
+            )
+        found = conn.execute(sql, tuple(values)).fetchone()
+        return None if found is None else list(found)
 
     @property
     def base_rows_sql(self) -> str:
@@ -390,14 +424,17 @@ class Circuit:
 
     def step(self, rows: Iterable[tuple[Any, ...]], store: StateStore) -> ZSet[bytes]:
         """Push stage-1 rows (values…, weight) through the rest of the circuit; ΔV."""
+        touched: set[bytes] = set()  # rows whose changes cancel: the first row of a class may change
         if self.aggregate is not None:
             delta = self.aggregate.step(list(rows), store)
         else:
             delta = ZSet()
             for row in rows:
-                delta.add(row_key(row[:-1]), row[-1])
+                key = row_key(row[:-1])
+                delta.add(key, row[-1])
+                touched.add(key)
         if self.set_operation is not None:
             delta = self.set_operation.step(delta, store)
         if self.distinct is not None:
-            delta = self.distinct.step(delta, store)
+            delta = self.distinct.step(delta, store, touched if self.distinct.first_variant else ())
         return delta

@@ -721,7 +721,6 @@ UNSUPPORTED_VIEWS = [
     "SELECT i FROM f ORDER BY i LIMIT 1 OFFSET 1",
     "SELECT SUM(i) OVER () FROM f",
     "SELECT (SELECT i FROM f LIMIT 1) FROM f",
-    "SELECT i, count(*) FROM f GROUP BY i HAVING count(*) > (SELECT count(*) FROM f AS g WHERE g.i > f.i)",
     "SELECT i FROM (SELECT json_group_array(i) AS i FROM f)",
     "SELECT random() FROM f",
     "SELECT i FROM f WHERE random() > 0",
@@ -732,6 +731,18 @@ UNSUPPORTED_VIEWS = [
     "SELECT json_group_array(i) FROM f",
     "SELECT s, json_group_object(s, i) FROM f GROUP BY s",
 ]
+
+
+def test_correlated_having_subquery_is_maintained(tmp_path):
+    """Refused until the grouped-subqueries rewrite (issue 6): now the aggregate is a node."""
+    sql = "SELECT i, count(*) FROM f GROUP BY i HAVING count(*) > (SELECT count(*) FROM f AS g WHERE g.i > f.i)"
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute(FEATURE_TABLE)
+    live = create_views_both_modes(conn, {"v": sql})
+    for write in FEATURE_WRITES:
+        conn.execute(write)
+        assert_views_match(conn, live)
+    conn.close()
 
 
 @pytest.mark.parametrize("view_sql", UNSUPPORTED_VIEWS)

@@ -10,7 +10,7 @@ disappears; an aggregate without GROUP BY always has its one group, as in SQLite
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from matview.evaluator import Evaluator
@@ -30,6 +30,10 @@ class Aggregate:
 
     def __init__(self, view: str, plan: Plan, evaluator: Evaluator) -> None:
         self.view, self.plan, self.evaluator = view, plan, evaluator
+        #: where set (one rowid table: `Circuit`), the GROUP BY values SQLite shows for a group
+        #: whose values have several variants ('a' and 'A' under NOCASE): its first row's, in
+        #: rowid order (a table scan's); None when it cannot tell
+        self.first_variant: Callable[[StateStore, list[Any]], list[Any] | None] | None = None
         self.k = plan.group_count
         self.empty_key = EMPTY_KEY
         self.accumulators = [
@@ -99,7 +103,11 @@ class Aggregate:
                 store.put(GROUPS_OP, key, None)
                 continue
             if not plan.exact_groups:
-                group[1] = shown_variant(group[1], group[-1])
+                variants = group[-1]
+                first = None
+                if variants and len(variants) > 1 and self.first_variant is not None:
+                    first = self.first_variant(store, group[1])
+                group[1] = first if first is not None else shown_variant(group[1], variants)
             results = [a.result(group[3 + i], store, key) for i, a in enumerate(self.accumulators)]
             live.append((key, group, results))
         evaluated: list[tuple[list[Any], bool]] = []
