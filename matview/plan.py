@@ -129,7 +129,7 @@ class Plan:
     aliases: tuple[str, ...] = ()  # the name of each occurrence in the query (its alias or table name)
     without_rowid: tuple[str, ...] = ()  # base tables WITHOUT ROWID
     stable_rowid_tables: tuple[str, ...] = ()  # base tables whose rowid is an INTEGER PRIMARY KEY (VACUUM keeps it)
-    outer_on: str = ""  # `A LEFT|RIGHT JOIN B ON <outer_on>`: the condition as written (circuit.DeltaTerms)
+    outer_on: str = ""  # `A LEFT|RIGHT JOIN B ON <outer_on>`: the condition as written (delta_terms.DeltaTerms)
     outer_kind: str = ""  # "LEFT", "RIGHT" or "FULL": which occurrence keeps all its rows
     outer_where: bool = False  # the outer join's SELECT has a WHERE (the `reach` filter joins it with AND)
     outer_key: tuple[str, ...] = ()  # what identifies a preserved row: a rowid name no column shadows, or the PK

@@ -11,7 +11,7 @@ from __future__ import annotations
 import apsw
 
 from matview import names
-from matview.circuit import DeltaTerms
+from matview.delta_terms import DeltaTerms
 from matview.keys import row_of
 from matview.names import quote
 from matview.operators.partition import key_width, snapshot_rows_query

@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (SQL and data stay on one line each)
-"""A hostile differential hunt over `A FULL [OUTER] JOIN B ON …` (circuit.DeltaTerms._full_terms).
+"""A hostile differential hunt over `A FULL [OUTER] JOIN B ON …` (delta_terms.DeltaTerms._full_terms).
 
 No divergence from SQLite was found (see /tmp/full_join_hunt.md for what was tried); these are
 the shapes that held, kept as regression tests: every view must equal its SELECT re-run, as a

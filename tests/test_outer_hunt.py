@@ -1,5 +1,5 @@
 """Regressions found by a hostile hunt over two-table outer joins: a user column named rowid
-was read as the rowid in old states (fixed in circuit.DeltaTerms); these keep it fixed."""
+was read as the rowid in old states (fixed in delta_terms.DeltaTerms); these keep it fixed."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from oracle import assert_view_matches, create_views_both_modes
 from test_joins import Runner, Table, random_program
 
 import matview
-from matview.circuit import DeltaTerms
+from matview.delta_terms import DeltaTerms
 from matview.operators import partition
 
 

@@ -34,7 +34,7 @@ from matview.storage import kept_rows
 from matview.storage.state import StateStore
 
 if TYPE_CHECKING:
-    from matview.circuit import DeltaTerms, Ranges
+    from matview.delta_terms import DeltaTerms, Ranges
 
 #: the tokens that start the next FROM item (a join operator)
 _JOIN_SEPARATORS = {TokenType.COMMA, *JOIN_WORDS, *OUTER_WORDS}
@@ -149,7 +149,7 @@ def _three_part_name(tokens: tuple[Token, ...]) -> bool:
 def root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool = True) -> tuple[str | None, str]:
     """For the changed tables: the SELECT of the reached roots' keys (None: every root),
     and the SELECT of their stage-1 rows now, the root key columns before the weight.
-    `applied`: upstream views' storage holds their ΔV already (see `circuit.DeltaTerms.terms`)."""
+    `applied`: upstream views' storage holds their ΔV already (see `delta_terms.DeltaTerms.terms`)."""
     reach, rows, _ = _cached_root_queries(terms, changed, applied)
     return reach, rows
 

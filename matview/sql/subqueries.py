@@ -4,7 +4,7 @@ user's own text like the tables of the outer FROM, so a term can put a table's o
 its place — the expressions stay SQLite's to evaluate, NULL semantics of IN included.
 
 A view with subqueries is maintained by partition recompute per row of its first table
-(`circuit.DeltaTerms._root_terms`, RELATIONAL.md R4): a change of the first table reaches its
+(`delta_terms.DeltaTerms._root_terms`, RELATIONAL.md R4): a change of the first table reaches its
 own rows; a change of a table a subquery reads may flip the subquery's value for any outer
 row, so it reaches every row (the cost of a changed uncorrelated value that every row reads).
 """
@@ -268,7 +268,7 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
         outer_kind=source.outer_kind or "LEFT",
         from_template=from_template,
         # a subquery in an ON condition reads its tables from the FROM clause's own text: a change
-        # of one reaches every row (`circuit.DeltaTerms._root_terms`)
+        # of one reaches every row (`delta_terms.DeltaTerms._root_terms`)
         subquery_reach=()
         if has_subquery("".join(source.template[::2]))
         else _joinable(conn, source, extra, reaches, plan.reach_filter),

@@ -20,7 +20,7 @@ import apsw
 from sqlglot import exp
 
 from matview import names
-from matview.circuit import DeltaTerms
+from matview.delta_terms import DeltaTerms
 from matview.errors import UnsupportedQuery
 from matview.keys import BUILTIN_COLLATIONS
 from matview.names import fold, quote
