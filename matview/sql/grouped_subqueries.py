@@ -134,6 +134,23 @@ class _Rewrite:
         self.owner: str | None = None  # the FROM item whose name the derived table takes
         self.others: list[str] = []  # the other FROM items' aliases
 
+    def _refuse_outer_aggregate(self, text: str) -> None:
+        """An aggregate call inside a correlated subquery whose argument reads the outer row
+        (`(SELECT count(t.dept) FROM u)`) is an aggregate of the OUTER query in SQLite; over the
+        rewrite's derived table it would collapse the query into one group: refused."""
+        toks = tokenize(text)
+        clauses = split_clauses(text, toks)
+        scope = f" FROM {clauses.from_.text}" if clauses.from_.tokens else ""
+        for call in find_aggregate_calls(text, toks):
+            for arg in call.args:
+                try:
+                    probe_columns(self.conn, self.prefix + identifiers(f"SELECT {arg.text}{scope}"))
+                except Error:
+                    raise UnsupportedQuery(
+                        f"{call.name}({arg.text}) inside a subquery ({excerpt(text)}) reads the outer query's "
+                        "row, which makes it an aggregate of the outer query in SQLite: not supported yet"
+                    ) from None
+
     def _is_column(self, parts: list[str]) -> bool:
         return is_column(self.conn, self.prefix, self.from_text, parts)
 
@@ -153,6 +170,7 @@ class _Rewrite:
                 probe_columns(self.conn, self.prefix + identifiers(text))
             except Error:
                 self.correlated.append(text)
+                self._refuse_outer_aggregate(text)
         if self.correlated and single is None:
             single = self._join_owner(from_items)
         self.owner = single
