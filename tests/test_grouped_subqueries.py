@@ -171,6 +171,10 @@ REFUSED = {
         "SELECT dept, (SELECT count(e.dept) FROM d) AS c FROM e GROUP BY dept",
         "aggregate of the outer query",
     ),
+    "an outer aggregate in a query without GROUP BY": (  # (SQLite: the query aggregates)
+        "SELECT (SELECT sum(e.sal) FROM d) AS c FROM e",
+        "aggregate of the outer query",
+    ),
     "an outer aggregate, unqualified, in HAVING": (
         "SELECT dept FROM e GROUP BY dept HAVING (SELECT max(sal) FROM d) > 1",
         "aggregate of the outer query",

@@ -77,9 +77,18 @@ def rewrite_grouped_subqueries(conn: apsw.Connection, body: str, prefix: str = "
     if not tokens or tokens[0].kind != TokenType.SELECT or set_operators(tokens):
         return body
     clauses = split_clauses(body, tokens)
-    if not is_aggregating(body, clauses):
-        return body
     items = [span for span in split_top_level(body, clauses.select.tokens) if span]
+    if not is_aggregating(body, clauses):
+        # `SELECT (SELECT sum(t.x) FROM u) FROM t` aggregates in SQLite (the call is the outer
+        # query's): refused, not maintained row by row
+        for span in items:
+            for open_, close in outer_subqueries(body, list(span.tokens)):
+                text = Span(body, tuple(span.tokens[open_ + 1 : close])).text
+                try:
+                    probe_columns(conn, prefix + identifiers(text))
+                except Error:
+                    refuse_outer_aggregate(conn, prefix, text)
+        return body
     in_items = any(outer_subqueries(body, list(span.tokens)) for span in items)
     if not (in_items or subqueries(list(clauses.having.tokens))):
         return body
@@ -135,21 +144,7 @@ class _Rewrite:
         self.others: list[str] = []  # the other FROM items' aliases
 
     def _refuse_outer_aggregate(self, text: str) -> None:
-        """An aggregate call inside a correlated subquery whose argument reads the outer row
-        (`(SELECT count(t.dept) FROM u)`) is an aggregate of the OUTER query in SQLite; over the
-        rewrite's derived table it would collapse the query into one group: refused."""
-        toks = tokenize(text)
-        clauses = split_clauses(text, toks)
-        scope = f" FROM {clauses.from_.text}" if clauses.from_.tokens else ""
-        for call in find_aggregate_calls(text, toks):
-            for arg in call.args:
-                try:
-                    probe_columns(self.conn, self.prefix + identifiers(f"SELECT {arg.text}{scope}"))
-                except Error:
-                    raise UnsupportedQuery(
-                        f"{call.name}({arg.text}) inside a subquery ({excerpt(text)}) reads the outer query's "
-                        "row, which makes it an aggregate of the outer query in SQLite: not supported yet"
-                    ) from None
+        refuse_outer_aggregate(self.conn, self.prefix, text)
 
     def _is_column(self, parts: list[str]) -> bool:
         return is_column(self.conn, self.prefix, self.from_text, parts)
@@ -374,6 +369,25 @@ class _Rewrite:
 
 class _NotRewritten(Exception):
     pass
+
+
+def refuse_outer_aggregate(conn: apsw.Connection, prefix: str, text: str) -> None:
+    """An aggregate call inside a correlated subquery `text` whose argument reads the outer row
+    (`(SELECT count(t.dept) FROM u)`) is an aggregate of the OUTER query in SQLite: over a
+    grouped rewrite's derived table it would collapse the query into one group, and row by row
+    it would be no aggregate at all. Refused."""
+    toks = tokenize(text)
+    clauses = split_clauses(text, toks)
+    scope = f" FROM {clauses.from_.text}" if clauses.from_.tokens else ""
+    for call in find_aggregate_calls(text, toks):
+        for arg in call.args:
+            try:
+                probe_columns(conn, prefix + identifiers(f"SELECT {arg.text}{scope}"))
+            except Error:
+                raise UnsupportedQuery(
+                    f"{call.name}({arg.text}) inside a subquery ({excerpt(text)}) reads the outer query's row, "
+                    "which makes it an aggregate of the outer query in SQLite: not supported yet"
+                ) from None
 
 
 def return_none() -> NoReturn:
