@@ -19,7 +19,7 @@ from typing import Any
 import apsw
 
 from matview import feed, lifecycle, names, progress, upstream
-from matview.errors import Error
+from matview.errors import Error, SchemaChanged
 from matview.fold import fold_pending_deltas, pending_count
 from matview.names import fold, quote, view_table
 from matview.operators import aggregate_sql
@@ -48,6 +48,7 @@ def _temporary(sql: str) -> bool:
 
 
 _savepoints = itertools.count()
+_SCHEMA_RETRIES = 3  # (a statement SQLite could not prepare for another process's schema change)
 
 
 class Rows:
@@ -131,8 +132,22 @@ class Connection:
         elif word in ("SELECT", "WITH") and self.apsw.get_autocommit():
             self._fold_deferred_before_read(sql, views)
             self._poll_if_others_wrote()
-        cursor = self.apsw.execute(sql, params)
-        return cursor
+        return self._run(sql, params)
+
+    def _run(self, sql: str, params: Any) -> Any:
+        """The statement, run by SQLite. Another process may change the schema between this
+        connection's look at it and the statement (its REFRESH, say): a shadow then cannot
+        re-read main's schema while SQLite prepares it and says so (`SchemaChanged`) before
+        anything ran — look again and retry, as SQLite retries its own statements."""
+        for attempt in range(_SCHEMA_RETRIES):
+            try:
+                return self.apsw.execute(sql, params)
+            except SchemaChanged:
+                if attempt == _SCHEMA_RETRIES - 1 or not self.apsw.get_autocommit():
+                    raise
+                self.registry.invalidate()
+                self.registry.sync_shadows()
+        raise AssertionError("unreachable")
 
     def _execute_script(self, script: list[str], sql: str, params: Any) -> Any:
         """Several statements in one call. Statements matview handles itself (MATERIALIZED
