@@ -94,3 +94,14 @@ def kept_rows_table(view: str) -> str:
 def kept_rows_index(view: str) -> str:
     # (not `kept_…`: the kept-rows table of a view named `root_x` would take the name)
     return f"{PREFIX}keptidx_{view}"
+
+
+def all_of(terms: list[str]) -> str:
+    """The conjunction of SQL `terms`, nested as a balanced tree: a chain `a AND b AND …` is as
+    deep as it is long, and SQLite refuses expressions deeper than 1,000 (a table of 500 columns
+    compared column by column)."""
+    if len(terms) <= 2:
+        return " AND ".join(terms) or "1"
+    middle = len(terms) // 2
+    return f"({all_of(terms[:middle])}) AND ({all_of(terms[middle:])})"
+

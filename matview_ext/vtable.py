@@ -27,6 +27,7 @@ from matview.names import pending_rows, quote
 from matview.operators.accumulators import RESULT_ERRORS
 from matview.registry import Registry, View
 from matview.storage import readable
+from matview.storage.schema import affinity
 from matview.zset import ZSet
 
 _OPS = {
@@ -59,12 +60,15 @@ class Module:
             raise Error(f"{tablename}: create materialized views with CREATE MATERIALIZED VIEW")
         columns_list = []
         for c in view.entry.plan.columns:
+            # a virtual table's column whose type holds the word HIDDEN is hidden (left out of
+            # `*`): such a type is declared as its affinity's name, which compares the same
+            decltype = affinity(c.decltype) if "HIDDEN" in c.decltype.upper().split() else c.decltype
             if self._has_collation(c.collation):
-                columns_list.append(f"{quote(c.name)} {c.decltype} COLLATE {quote(c.collation)}")
+                columns_list.append(f"{quote(c.name)} {decltype} COLLATE {quote(c.collation)}")
                 continue
             # (declared with it, SQLite would refuse the shadow, and with it the connection)
             self.lacking[view.name.lower()] = c.collation
-            columns_list.append(f"{quote(c.name)} {c.decltype}")
+            columns_list.append(f"{quote(c.name)} {decltype}")
         columns = ", ".join(columns_list)
         if pending:
             extra = (

@@ -22,7 +22,7 @@ import apsw
 
 from matview import names
 from matview.db import scalar
-from matview.names import quote
+from matview.names import all_of, quote
 from matview.storage.schema import ROWID_KEY, TableInfo
 
 CAPTURE_EVENTS = (
@@ -93,16 +93,16 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
     def conflicts(alias: str) -> str:
         """`alias`'s row shares a unique key with new (NULLs never conflict)."""
         return " OR ".join(
-            "(" + " AND ".join(f"{key_term(alias, c)} = {key_term('new', c)}" for c in key) + ")" for key in keys
+            "(" + all_of([f"{key_term(alias, c)} = {key_term('new', c)}" for c in key]) + ")" for key in keys
         )
 
     def same(alias: str, other: str) -> str:
-        return " AND ".join(f"{a} IS {b}" for a, b in zip(identity_of(alias), identity_of(other), strict=True))
+        return all_of([f"{a} IS {b}" for a, b in zip(identity_of(alias), identity_of(other), strict=True)])
 
     # Row images compare BINARY: identical values, and no user collation a column may declare
     # (every client writing the table would otherwise need it to prepare its statements).
-    same_values = " AND ".join([same("", "old"), *(f"{c} IS old.{c} COLLATE BINARY" for c in user_columns)])
-    already = " AND ".join([same("p", "t0"), *(f"p.{c} IS t0.{c} COLLATE BINARY" for c in user_columns)])
+    same_values = all_of([same("", "old"), *(f"{c} IS old.{c} COLLATE BINARY" for c in user_columns)])
+    already = all_of([same("p", "t0"), *(f"p.{c} IS t0.{c} COLLATE BINARY" for c in user_columns)])
     gone = f"NOT EXISTS (SELECT 1 FROM {t} AS t0 WHERE {same('t0', 'p')})"
     took_key = same("p", "new")
     # A preimage row follows its row through updates (a user's trigger may update it between
