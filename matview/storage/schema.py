@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import apsw
@@ -196,7 +197,7 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
             nullable_pk = nullable_pk or not notnull
     pk_names = tuple(c for _, c in sorted(pk_cols))
     pk_index = bool(conn.execute("SELECT 1 FROM pragma_index_list(?) WHERE origin = 'pk'", (real_name,)).fetchone())
-    without_rowid = pk_index and _is_without_rowid(conn, real_name)
+    without_rowid = pk_index and _is_without_rowid(conn, real_name, columns)
     ipk = None
     # (`INTEGER PRIMARY KEY DESC` is no rowid alias: SQLite gives it an index of its own)
     if not without_rowid and len(pk_names) == 1 and not pk_index:
@@ -253,9 +254,17 @@ def _mirror_type(decltype: str, strict: bool) -> str:
     return "" if strict and decltype.upper() == "ANY" else decltype
 
 
-def _is_without_rowid(conn: apsw.Connection, name: str) -> bool:
-    try:
-        conn.execute(f"SELECT rowid FROM main.{quote(name)} LIMIT 0").fetchall()
-    except apsw.SQLError:
-        return True
-    return False
+def _is_without_rowid(conn: apsw.Connection, name: str, columns: list[Column]) -> bool:
+    """Whether SQLite finds no rowid, asked under a rowid name no column takes (`SELECT rowid`
+    read the column of a WITHOUT ROWID table that has one named rowid: it was taken for a rowid
+    table, and every write failed). With all three names taken, the table's SQL says."""
+    taken = {fold(c.name) for c in columns}
+    for alias in ROWID_NAMES:
+        if alias not in taken:
+            try:
+                conn.execute(f"SELECT {alias} FROM main.{quote(name)} LIMIT 0").fetchall()
+            except apsw.SQLError:
+                return True
+            return False
+    sql = scalar(conn, "SELECT sql FROM main.sqlite_master WHERE type = 'table' AND name = ?", (name,))
+    return bool(re.search(r"\)\s*(STRICT\s*,\s*)?WITHOUT\s+ROWID", str(sql or ""), re.IGNORECASE))
