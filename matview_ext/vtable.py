@@ -23,7 +23,7 @@ from matview.db import ENVIRONMENT_ERRORS, describe
 from matview.errors import Error, SchemaChanged
 from matview.fold import pending_view_delta
 from matview.keys import row_of
-from matview.names import pending_rows, quote
+from matview.names import fold, pending_rows, quote
 from matview.operators.accumulators import RESULT_ERRORS
 from matview.registry import Registry, View
 from matview.storage import readable
@@ -53,9 +53,9 @@ class Module:
         # SQLite reconnects virtual tables in the middle of ALTER TABLE, when running SQL
         # fails: answer from the registry's cache when it knows the view.
         prefix = pending_rows("")
-        pending = tablename.lower().startswith(prefix.lower())
+        pending = fold(tablename).startswith(fold(prefix))
         name = tablename[len(prefix) :] if pending else tablename
-        view = self.registry.views.get(name.lower()) or self.registry.get(name)
+        view = self.registry.views.get(fold(name)) or self.registry.get(name)
         if view is None:
             raise Error(f"{tablename}: create materialized views with CREATE MATERIALIZED VIEW")
         columns_list = []
@@ -67,7 +67,7 @@ class Module:
                 columns_list.append(f"{quote(c.name)} {decltype} COLLATE {quote(c.collation)}")
                 continue
             # (declared with it, SQLite would refuse the shadow, and with it the connection)
-            self.lacking[view.name.lower()] = c.collation
+            self.lacking[fold(view.name)] = c.collation
             columns_list.append(f"{quote(c.name)} {decltype}")
         columns = ", ".join(columns_list)
         if pending:
@@ -124,7 +124,7 @@ class Table:
             ) from None
         if view is None:
             raise Error(f"no such materialized view: {self.name} (it was dropped)")
-        lacking = self.module.lacking.get(self.name.lower())
+        lacking = self.module.lacking.get(fold(self.name))
         if lacking is not None:
             raise Error(
                 f"materialized view {self.name} compares with collation {lacking}, which this connection has "

@@ -25,13 +25,20 @@ import apsw
 
 from matview import names
 from matview.keys import BUILTIN_COLLATIONS
-from matview.names import quote
+from matview.names import fold, quote
 from matview.operators.accumulators import result_error_markers_sql
 from matview.plan import OutputColumn, Plan
 
 
+def _no_affinity(column: OutputColumn, ref: str) -> str:
+    """An expression of the SELECT (not a column, not a CAST) has no affinity, which the
+    stored column (BLOB affinity) would give it: compared with a TEXT column, 2 must equal
+    '2' as in the SELECT. A unary + takes the affinity away and changes no value."""
+    return ref if column.is_column or column.is_cast else f"+{ref}"
+
+
 def _column(column: OutputColumn, can_overflow: bool) -> str:
-    ref = f"{quote('__dbsp_s')}.{quote(column.name)}"
+    ref = _no_affinity(column, f"{quote('__dbsp_s')}.{quote(column.name)}")
     if can_overflow:
         # A result that is an error (an integer SUM out of range, an order-dependent sum) is
         # stored as a marker blob; a stock reader gets SQLite's own "integer overflow" error
@@ -146,7 +153,7 @@ def _literal(text: str) -> str:
 
 
 def _shadow_column(view: str, column: OutputColumn, can_overflow: bool) -> str:
-    ref = f"{quote('__dbsp_s')}.{quote(column.name)}"
+    ref = _no_affinity(column, f"{quote('__dbsp_s')}.{quote(column.name)}")
     if can_overflow:
         # a stored result error raises matview's own message, only when the column is read
         # (the CASE has no affinity: `direct_read` admits it only where the column has none)
@@ -197,7 +204,7 @@ def shadow_view_sql(view: str, plan: Plan, reading: Reading) -> str:
     schema = "(SELECT schema_version FROM main.pragma_schema_version)"
     any_heavy = f"EXISTS (SELECT 1 FROM {table} WHERE {weight} > 1)"
     rows = quote("__dbsp_p")
-    merged = ", ".join(f"{rows}.{quote(c.name)}" for c in plan.columns)
+    merged = ", ".join(f"{_no_affinity(c, f'{rows}.{quote(c.name)}')} AS {quote(c.name)}" for c in plan.columns)
     return (
         f"CREATE VIEW temp.{quote(view)} AS {_BODY_MARK}"
         f"SELECT {merged} FROM (SELECT 1 AS {quote('__dbsp_one')} WHERE {any_pending} OR {any_heavy} "
@@ -219,7 +226,7 @@ def is_shadow(sql: str) -> bool:
 
 def _view_of(name: str) -> str:
     """The view a temp shadow object named `name` belongs to."""
-    return name[len(_PENDING_PREFIX) :] if name.lower().startswith(_PENDING_PREFIX.lower()) else name
+    return name[len(_PENDING_PREFIX) :] if fold(name).startswith(fold(_PENDING_PREFIX)) else name
 
 
 def _up_to_date(view: str, plan: Plan, reading: Reading | None, objects: dict[str, tuple[str, str]]) -> bool:
@@ -227,10 +234,10 @@ def _up_to_date(view: str, plan: Plan, reading: Reading | None, objects: dict[st
     virtual tables again, with the view's columns of the moment, when the schema changes; a
     shadow view's text must be compared: the view may have been created again with other
     columns by another connection.)"""
-    have = {(name.lower(), kind) for name, (kind, _sql) in objects.items()}
+    have = {(fold(name), kind) for name, (kind, _sql) in objects.items()}
     if reading is None:
-        return have == {(view.lower(), "table")}
-    if have != {(view.lower(), "view"), (names.pending_rows(view).lower(), "table")}:
+        return have == {(fold(view), "table")}
+    if have != {(fold(view), "view"), (fold(names.pending_rows(view)), "table")}:
         return False
     text = next(sql for kind, sql in objects.values() if kind == "view")
     return text.endswith(shadow_view_sql(view, plan, reading).split(f" {_BODY_MARK}", 1)[1])
@@ -244,7 +251,7 @@ def shadows(conn: apsw.Connection) -> dict[str, dict[str, tuple[str, str]]]:
         "SELECT type, name, sql FROM temp.sqlite_master WHERE type IN ('table', 'view')"
     ):
         if is_shadow(str(sql or "")):
-            found.setdefault(_view_of(str(name)).lower(), {})[str(name)] = (str(kind), str(sql))
+            found.setdefault(fold(_view_of(str(name))), {})[str(name)] = (str(kind), str(sql))
     return found
 
 
@@ -265,7 +272,7 @@ def _drop(conn: apsw.Connection, objects: dict[str, tuple[str, str]]) -> None:
 
 
 def drop_shadow(conn: apsw.Connection, view: str) -> None:
-    _drop(conn, shadows(conn).get(view.lower(), {}))
+    _drop(conn, shadows(conn).get(fold(view), {}))
 
 
 def reconcile(conn: apsw.Connection, views: Sequence[tuple[str, Plan, Reading | None]]) -> bool:
@@ -274,18 +281,18 @@ def reconcile(conn: apsw.Connection, views: Sequence[tuple[str, Plan, Reading | 
     object of the user's own that already has a view's name is left alone; it hides the view
     on this connection as any temp object hides a main one."""
     complete = True
-    wanted = {name.lower(): (name, plan, reading if direct_read(plan) else None) for name, plan, reading in views}
+    wanted = {fold(name): (name, plan, reading if direct_read(plan) else None) for name, plan, reading in views}
     for key, objects in shadows(conn).items():
         if key not in wanted or not _up_to_date(key, wanted[key][1], wanted[key][2], objects):
             try:
                 _drop(conn, objects)
-            except (apsw.LockedError, apsw.BusyError):
+            except (apsw.LockedError, apsw.BusyError, apsw.ReadOnlyError):  # (query_only: later)
                 complete = False
-    taken = {str(r[0]).lower() for r in conn.execute("SELECT name FROM temp.sqlite_master")}
+    taken = {fold(str(r[0])) for r in conn.execute("SELECT name FROM temp.sqlite_master")}
     for key, (name, plan, reading) in wanted.items():
         if key not in taken and names.pending_rows(key) not in taken:
             try:
                 create_shadow(conn, name, plan, reading)
-            except (apsw.LockedError, apsw.BusyError):
+            except (apsw.LockedError, apsw.BusyError, apsw.ReadOnlyError):  # (query_only: later)
                 complete = False
     return complete
