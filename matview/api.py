@@ -264,9 +264,9 @@ class Connection:
         assert view is not None
         unique = "UNIQUE " if index.unique else ""
         guard = "IF NOT EXISTS " if index.if_not_exists else ""
-        self.execute(
-            f"CREATE {unique}INDEX {guard}main.{quote(index.index)} ON {quote(view_table(view.name))} {index.rest}"
-        )
+        columns = readable.index_columns(index.rest, view.entry.plan)
+        table = quote(view_table(view.name))
+        self.execute(f"CREATE {unique}INDEX {guard}main.{quote(index.index)} ON {table} {columns}")
         return Rows([])
 
     def _refuse_base_ddl(self, sql: str) -> None:

@@ -624,3 +624,16 @@ def test_an_expression_column_compares_without_affinity(tmp_path: Path) -> None:
     want = sorted(stock.execute("SELECT s.a FROM s JOIN (SELECT g, count(*) AS k FROM t GROUP BY g) v ON v.k = s.a"))
     assert sorted(stock.execute("SELECT s.a FROM s JOIN va v ON v.k = s.a")) == want
     stock.close()
+
+
+def test_an_index_on_an_expression_column_serves_lookups_through_the_view(tmp_path: Path) -> None:
+    """Such a column is read as `+column` (no affinity, as in the SELECT): the user's index on
+    it is made on that expression, which SQLite matches, so a lookup stays a SEARCH."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, x INT)")
+    conn.executemany("INSERT INTO t(x) VALUES (?)", [(i,) for i in range(300)])
+    conn.execute("CREATE MATERIALIZED VIEW v AS SELECT id, x * 2 AS y FROM t WHERE x % 3 = 0")
+    conn.execute("CREATE INDEX vy ON v(y)")
+    plan = " ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN SELECT * FROM v WHERE y = ?", (6,)))
+    assert "USING INDEX vy" in plan, plan
+    assert conn.execute("SELECT * FROM v WHERE y = ?", (6,)).fetchall() == [(4, 6)]

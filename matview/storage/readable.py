@@ -22,12 +22,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import apsw
+from sqlglot.tokens import TokenType
 
 from matview import names
 from matview.keys import BUILTIN_COLLATIONS
 from matview.names import fold, quote
 from matview.operators.accumulators import result_error_markers_sql
 from matview.plan import OutputColumn, Plan
+from matview.sql.sqltext import depth_walk, splice, tokenize
 
 
 def _no_affinity(column: OutputColumn, ref: str) -> str:
@@ -35,6 +37,23 @@ def _no_affinity(column: OutputColumn, ref: str) -> str:
     stored column (BLOB affinity) would give it: compared with a TEXT column, 2 must equal
     '2' as in the SELECT. A unary + takes the affinity away and changes no value."""
     return ref if column.is_column or column.is_cast else f"+{ref}"
+
+
+def index_columns(rest: str, plan: Plan) -> str:
+    """A user's `CREATE INDEX … ON v (columns…) [WHERE …]` text for the view table: a column
+    that views read as `+column` (`_no_affinity`) is indexed as that expression, which SQLite
+    matches in a lookup through the view (an index on the bare column would serve none)."""
+    plain = {fold(c.name) for c in plan.columns if c.is_column or c.is_cast}
+    tokens = tokenize(rest)
+    depths = depth_walk(tokens)
+    replacements = []
+    for index, (token, depth) in enumerate(zip(tokens, depths)):
+        starts_term = index > 0 and tokens[index - 1].kind in (TokenType.L_PAREN, TokenType.COMMA)
+        if depth == 1 and starts_term and token.is_name and fold(token.text) not in plain:
+            following = tokens[index + 1].kind if index + 1 < len(tokens) else None
+            if following in (TokenType.COMMA, TokenType.R_PAREN, TokenType.COLLATE, TokenType.ASC, TokenType.DESC):
+                replacements.append((token.start, token.end, f"(+{quote(token.text)})"))
+    return splice(rest, replacements)
 
 
 def _column(column: OutputColumn, can_overflow: bool) -> str:
