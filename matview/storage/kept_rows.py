@@ -2,8 +2,8 @@
 outputs): ``__dbsp_kept_<v>(root, c0 … cN, weight)``, one row per (root, stage-1 row).
 
 The stage-1 values are stored as SQLite gave them (columns without affinity, BINARY), the
-root as the quoted text of its key (`quote()` is exact: `1` and `1.0` differ, NULL is one
-key). Two stage-1 rows are the same row when each column has the same storage class and is
+root as an exact text of its key (`exact_text`: `1` and `1.0` differ, NULL is one key, TEXT is
+its bytes in hex — `quote()` stops at a NUL). Two stage-1 rows are the same row when each column has the same storage class and is
 equal under BINARY — what ``GROUP BY c, typeof(c)`` groups — so ΔStage1 = (rows of the
 reached roots now) − (the rows they kept) is computed by SQLite, set at a time, and Python
 sees only the rows that changed: a change that reaches 10,000 roots but alters the rows of
