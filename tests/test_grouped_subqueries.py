@@ -7,13 +7,11 @@ NULLs, 1 and 1.0), rollback, reopen and a stock `sqlite3` writer in another proc
 from __future__ import annotations
 
 import random
-import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from oracle import assert_views_match, column_names, create_views_both_modes, drive_write_mix, run_scenario
+from stock import stock_read, stock_sqlite3
 
 import matview
 
@@ -131,17 +129,13 @@ def test_grouped_subqueries_follow_every_write(tmp_path: Path, seed: int) -> Non
 def test_a_stock_sqlite3_writer_in_another_process(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     conn, live = _setup(path, random.Random(5))
-    script = (
-        "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
-        "c.execute('UPDATE e SET dept = dept + 1 WHERE id % 3 = 0'); "
-        "c.execute('UPDATE d SET budget = 100, name = \\'x\\' WHERE id = 2'); c.commit()"
+    stock_sqlite3(
+        path,
+        ['UPDATE e SET dept = dept + 1 WHERE id % 3 = 0', "UPDATE d SET budget = 100, name = 'x' WHERE id = 2"],
     )
-    subprocess.run([sys.executable, "-c", script, str(path)], check=True)
     assert_views_match(conn, live)
-    stock = sqlite3.connect(path)
-    count = stock.execute("SELECT count(*) FROM select_correlated_imm").fetchone()[0]
+    (count,) = stock_read(path, "SELECT count(*) FROM select_correlated_imm")[0]
     assert count == len(conn.execute(VIEWS["select_correlated"]).fetchall())
-    stock.close()
 
 
 def test_column_names_are_the_selects(tmp_path: Path) -> None:

@@ -7,13 +7,11 @@ a stock `sqlite3` writer in another process."""
 from __future__ import annotations
 
 import random
-import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from oracle import assert_view_matches, assert_views_match, column_names, create_views_both_modes, drive_write_mix
+from stock import stock_read, stock_sqlite3
 
 import matview
 
@@ -126,16 +124,13 @@ def test_having_subqueries_follow_every_write(tmp_path: Path, seed: int) -> None
 def test_a_stock_sqlite3_writer_in_another_process(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     conn, live = _setup(path, random.Random(5))
-    script = (
-        "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
-        "c.execute('UPDATE stock SET cost = cost * 3 WHERE part_id % 3 = 0'); "
-        "c.execute(\"UPDATE site SET nation = 'DE' WHERE id = 2\"); c.commit()"
+    stock_sqlite3(
+        path,
+        ['UPDATE stock SET cost = cost * 3 WHERE part_id % 3 = 0', "UPDATE site SET nation = 'DE' WHERE id = 2"],
     )
-    subprocess.run([sys.executable, "-c", script, str(path)], check=True)
     assert_views_match(conn, live)
-    stock = sqlite3.connect(path)
-    assert stock.execute("SELECT count(*) FROM q11_imm").fetchone()[0] == len(conn.execute(VIEWS["q11"]).fetchall())
-    stock.close()
+    (count,) = stock_read(path, "SELECT count(*) FROM q11_imm")[0]
+    assert count == len(conn.execute(VIEWS["q11"]).fetchall())
 
 
 def test_column_names_and_types_are_the_selects(tmp_path: Path) -> None:
