@@ -3,11 +3,11 @@ outputs): ``__dbsp_kept_<v>(root, c0 … cN, weight)``, one row per (root, stage
 
 The stage-1 values are stored as SQLite gave them (columns without affinity, BINARY), the
 root as an exact text of its key (`exact_text`: `1` and `1.0` differ, NULL is one key, TEXT is
-its bytes in hex — `quote()` stops at a NUL). Two stage-1 rows are the same row when each column has the same storage class and is
-equal under BINARY — what ``GROUP BY c, typeof(c)`` groups — so ΔStage1 = (rows of the
-reached roots now) − (the rows they kept) is computed by SQLite, set at a time, and Python
-sees only the rows that changed: a change that reaches 10,000 roots but alters the rows of
-one costs SQL work for the 10,000 and Python work for one.
+its bytes in hex — `quote()` stops at a NUL). Two stage-1 rows are the same row when each
+column has the same storage class and is equal under BINARY — what ``GROUP BY c, typeof(c)``
+groups — so ΔStage1 = (rows of the reached roots now) − (the rows they kept) is computed by
+SQLite, set at a time, and Python sees only the rows that changed: a change that reaches
+10,000 roots but alters the rows of one costs SQL work for the 10,000 and Python work for one.
 
 (SQLite calls the REALs 0.0 and -0.0 equal, and no SQL tells them apart — `quote`, `CAST`
 and `printf` show both as 0.0 — so a row that changes only from one to the other is taken as
