@@ -26,7 +26,7 @@ import apsw.ext
 
 from matview.delta_terms import DeltaTerms, Ranges
 from matview.evaluator import Evaluator
-from matview.keys import row_key, row_of
+from matview.keys import group_key, row_key, row_of
 from matview.names import quote
 from matview.operators import aggregate_sql, partition
 from matview.operators.aggregate import Aggregate
@@ -35,6 +35,9 @@ from matview.operators.set_operation import SetOperation
 from matview.plan import Plan, render
 from matview.storage.state import StateStore
 from matview.zset import ZSet
+
+#: classes with several variants whose first row a fold asks for one by one; past this, all at once
+_FIRST_ROWS_ONE_BY_ONE = 16
 
 #: deltas at least this large are aggregated set at a time by SQLite (see aggregate_sql)
 BULK_ROWS = 64
@@ -58,6 +61,7 @@ class Circuit:
             and bool(self.delta_terms.columns_of(plan.sources[0])[1])
         )
         self._first_row_sql: dict[int, str] = {}
+        self._first_rows_sql: dict[int, str] = {}
         if self.aggregate is not None and not plan.exact_groups and one_rowid_table:
             self.aggregate.first_variant = self._first_row
         if self.distinct is not None and plan.kind == "rows" and not plan.exact_distinct and one_rowid_table:
@@ -66,10 +70,11 @@ class Circuit:
     def _first_row(self, store: StateStore, values: list[Any]) -> list[Any] | None:
         """The first stage-1 columns, as many as `values`, of the first row in rowid order among
         those whose columns equal `values` (under their collations): the variant SQLite shows
-        for a GROUP BY or DISTINCT class ('a' and 'A' under NOCASE) when it scans the table."""
+        for a GROUP BY or DISTINCT class ('a' and 'A' under NOCASE) when it scans the table.
+        One query per class; past `_FIRST_ROWS_ONE_BY_ONE` classes in one fold, the first row
+        of every class in one scan (a query per class could scan the table each time)."""
         conn, plan, count = store.conn, self.plan, len(values)
-        sql = self._first_row_sql.get(count)
-        if sql is None:
+        if self._first_row_sql.get(count) is None:
             table = plan.sources[0]
             rowid = self.delta_terms.columns_of(table)[1][0]
             rows = render(plan.stage1, weight=f"{quote(plan.aliases[0])}.{rowid}", source0=f"main.{quote(table)}")
@@ -77,12 +82,28 @@ class Circuit:
             columns = ", ".join([*(f"c{i}" for i in range(width)), "__dbsp_rid"])
             shown = ", ".join(f"c{i}" for i in range(count))
             match = " AND ".join(f"c{i} IS ?" for i in range(count))
-            sql = self._first_row_sql[count] = (
-                f"WITH __dbsp_f({columns}) AS ({rows}) SELECT {shown} FROM __dbsp_f WHERE {match} "
-                "ORDER BY __dbsp_rid LIMIT 1"
+            head = f"WITH __dbsp_f({columns}) AS ({rows}) SELECT {shown} FROM __dbsp_f"
+            self._first_row_sql[count] = f"{head} WHERE {match} ORDER BY __dbsp_rid LIMIT 1"
+            self._first_rows_sql[count] = (
+                f"{head} WHERE __dbsp_rid IN (SELECT min(__dbsp_rid) FROM __dbsp_f GROUP BY {shown})"
             )
-        found = conn.execute(sql, tuple(values)).fetchone()
+        collations = self._class_collations(count)
+        memo = store.memo.setdefault(("first rows", count), {"asked": 0, "all": None})
+        memo["asked"] += 1
+        if memo["all"] is None and memo["asked"] > _FIRST_ROWS_ONE_BY_ONE:
+            memo["all"] = {
+                group_key(row, collations): list(row) for row in conn.execute(self._first_rows_sql[count])
+            }
+        if memo["all"] is not None:
+            return memo["all"].get(group_key(values, collations))
+        found = conn.execute(self._first_row_sql[count], tuple(values)).fetchone()
         return None if found is None else list(found)
+
+    def _class_collations(self, count: int) -> tuple[str, ...]:
+        """The collations GROUP BY (its first `count` stage-1 columns) or DISTINCT compares by."""
+        if self.aggregate is not None:
+            return self.plan.group_collations[:count]
+        return tuple(c.collation for c in self.plan.columns)[:count]
 
     @property
     def base_rows_sql(self) -> str:

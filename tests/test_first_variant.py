@@ -54,3 +54,21 @@ def test_the_first_rows_variant_is_shown(tmp_path: Path, seed: int) -> None:
         for _ in range(120):
             _write(conn, rng)
     assert_views_match(conn, live)
+
+
+def test_many_classes_in_one_fold_are_asked_in_one_scan(tmp_path: Path) -> None:
+    """Past 16 classes with several variants in one fold, their first rows come from one scan
+    (`Circuit._first_row`): a query per class could scan the table each time."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g TEXT COLLATE NOCASE, u, x INTEGER)")
+    live = create_views_both_modes(conn, VIEWS)
+    words = [f"w{i}" for i in range(40)]
+    with conn:  # every class twice, lower case first by rowid
+        for i, word in enumerate(words):
+            conn.execute("INSERT INTO t(id, g, u, x) VALUES (?, ?, ?, 1)", (1000 + i, word.upper(), 2.0))
+            conn.execute("INSERT INTO t(id, g, u, x) VALUES (?, ?, ?, 1)", (i + 1, word, 2))
+    assert_views_match(conn, live)
+    with conn:  # the first rows go: the other variant of every class shows
+        conn.execute("DELETE FROM t WHERE id <= 40")
+        conn.executemany("INSERT INTO t(id, g, u, x) VALUES (?, ?, 2, 1)", [(2000 + i, w) for i, w in enumerate(words)])
+    assert_views_match(conn, live)

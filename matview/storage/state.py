@@ -71,6 +71,8 @@ class StateStore:
         self._dirty: set[tuple[int, bytes]] = set()
         self._ordered: dict[tuple[int, bytes], dict[Any, _Entry]] = {}
         self._read_whole: set[int] = set()  # operators whose persisted entries are all in `_values`
+        #: what an operator works out once per fold (`Circuit._first_row`'s first rows)
+        self.memo: dict[Any, Any] = {}
 
     # -- accumulators ---------------------------------------------------------------
     def get(self, op: int, key: bytes) -> Any:
