@@ -228,6 +228,11 @@ class Connection:
             self.registry.invalidate()
             with contextlib.suppress(apsw.Error):
                 self.registry.sync()
+            if isinstance(exc, apsw.LockedError):  # (SQLite drops no table a statement still reads)
+                raise Error(
+                    f"{what}: a statement of this connection still reads it ({exc}); finish or close "
+                    "the open cursors first"
+                ) from exc
             if isinstance(exc, apsw.Error):
                 raise Error(f"{type(exc).__name__}: {exc}") from exc
             raise

@@ -736,3 +736,18 @@ def test_a_refused_first_create_leaves_no_node_behind_and_writes_go_on(tmp_path:
         conn.execute("INSERT INTO t(g, x) VALUES ('a', 1)")
     conn.executemany("INSERT INTO t(g, x) VALUES (?, ?)", [("b", 2)])
     assert conn.execute("SELECT count(*) FROM t").fetchone() == (2,)
+
+
+def test_dropping_a_view_a_cursor_still_reads_says_so(tmp_path: Path) -> None:
+    """SQLite drops no table a statement still reads: with the shadow view read by SQLite
+    itself, DROP MATERIALIZED VIEW under an open cursor failed as a bare "LockedError"."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, x INT)")
+    conn.execute("INSERT INTO t(x) VALUES (1), (2)")
+    conn.execute("CREATE MATERIALIZED VIEW v AS SELECT x FROM t")
+    cursor = conn.execute("SELECT * FROM v")
+    with pytest.raises(matview.Error, match="still reads it.*close the open cursors"):
+        conn.execute("DROP MATERIALIZED VIEW v")
+    del cursor
+    conn.execute("DROP MATERIALIZED VIEW v")
+    assert conn.views() == []
