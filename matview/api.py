@@ -21,13 +21,12 @@ import apsw
 from matview import feed, lifecycle, names, progress, upstream
 from matview.errors import Error, SchemaChanged
 from matview.fold import fold_pending_deltas, pending_count
-from matview.names import fold, quote, view_table
+from matview.names import fold, is_node, quote, view_table
 from matview.operators import aggregate_sql
 from matview.operators.exact_extrema import register_exact_extrema
 from matview.operators.exact_sums import register_exact_sums
 from matview.progress import ProgressCallback
 from matview.registry import Registry, View
-from matview.sql.nodes import is_node
 from matview.storage import catalog, readable
 from matview.storage.viewstore import ROW_KEY_FUNCTION, row_key_sql
 from matview.viewinfo import ViewInfo

@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import apsw
-import apsw.ext
 
+from matview.db import column_count
 from matview.delta_terms import DeltaTerms, Ranges
 from matview.evaluator import Evaluator
 from matview.keys import group_key, row_key, row_of
@@ -78,7 +78,7 @@ class Circuit:
             table = plan.sources[0]
             rowid = self.delta_terms.columns_of(table)[1][0]
             rows = render(plan.stage1, weight=f"{quote(plan.aliases[0])}.{rowid}", source0=f"main.{quote(table)}")
-            width = len(apsw.ext.query_info(conn, rows).description or ()) - 1
+            width = column_count(conn, rows) - 1  # (the last: the rowid)
             columns = ", ".join([*(f"c{i}" for i in range(width)), "__dbsp_rid"])
             shown = ", ".join(f"c{i}" for i in range(count))
             match = " AND ".join(f"c{i} IS ?" for i in range(count))
@@ -188,7 +188,8 @@ class Circuit:
 
     def step(self, rows: Iterable[tuple[Any, ...]], store: StateStore) -> ZSet[bytes]:
         """Push stage-1 rows (values…, weight) through the rest of the circuit; ΔV."""
-        touched: set[bytes] = set()  # rows whose changes cancel: the first row of a class may change
+        # rows whose changes cancel may still change the first row of a DISTINCT class
+        touched: set[bytes] | None = set() if self.distinct is not None and self.distinct.first_variant else None
         if self.aggregate is not None:
             delta = self.aggregate.step(list(rows), store)
         else:
@@ -196,9 +197,10 @@ class Circuit:
             for row in rows:
                 key = row_key(row[:-1])
                 delta.add(key, row[-1])
-                touched.add(key)
+                if touched is not None:
+                    touched.add(key)
         if self.set_operation is not None:
             delta = self.set_operation.step(delta, store)
         if self.distinct is not None:
-            delta = self.distinct.step(delta, store, touched if self.distinct.first_variant else ())
+            delta = self.distinct.step(delta, store, touched or ())
         return delta

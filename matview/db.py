@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import apsw
+import apsw.ext
 
 _savepoints = itertools.count()
 
@@ -60,3 +61,9 @@ def savepoint(conn: apsw.Connection) -> Iterator[None]:
             conn.execute(f"RELEASE {name}")
         raise
     conn.execute(f"RELEASE {name}")
+
+
+def column_count(conn: apsw.Connection, sql: str) -> int:
+    """How many columns the SELECT `sql` gives, as SQLite prepares it (nothing is run)."""
+    return len(apsw.ext.query_info(conn, sql).description or ())
+

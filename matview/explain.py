@@ -21,13 +21,12 @@ from rich.tree import Tree
 from matview import names
 from matview.db import scalar
 from matview.fold import pending_ranges
-from matview.names import quote
+from matview.names import is_node, quote
 from matview.operators.aggregate import GROUPS_OP
 from matview.operators.distinct import DISTINCT_OP
 from matview.operators.set_operation import SET_OPERATION_OP
 from matview.plan import render
 from matview.registry import Registry, View
-from matview.sql.nodes import is_node
 
 
 @dataclass

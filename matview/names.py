@@ -105,3 +105,8 @@ def all_of(terms: list[str]) -> str:
     middle = len(terms) // 2
     return f"({all_of(terms[:middle])}) AND ({all_of(terms[middle:])})"
 
+
+def is_node(name: str) -> bool:
+    """Whether a materialized view is an internal node of another view (`matview.sql.nodes`)."""
+    return fold(name).startswith(NODE_PREFIX)
+

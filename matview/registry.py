@@ -19,9 +19,8 @@ from matview.circuit import Circuit
 from matview.db import scalar
 from matview.errors import SchemaChanged
 from matview.evaluator import Evaluator
-from matview.names import fold, kept_rows_table, ordered_state_table, state_table, view_table
+from matview.names import fold, is_node, kept_rows_table, ordered_state_table, state_table, view_table
 from matview.plan import OutputColumn
-from matview.sql.nodes import is_node
 from matview.storage import catalog, readable
 from matview.storage.capture import capture_installed, missing_capture_tables, missing_tables
 from matview.storage.catalog import ViewEntry

@@ -34,7 +34,7 @@ from matview import names
 from matview.db import scalar
 from matview.errors import Error, UnsupportedQuery
 from matview.keys import row_of
-from matview.names import NODE_PREFIX, fold, quote
+from matview.names import fold, is_node, quote
 from matview.operators.accumulators import RESULT_ERRORS, result_error_markers_sql
 from matview.plan import OutputColumn, Upstream
 from matview.storage import catalog
@@ -50,7 +50,7 @@ def unreadable(view: str, column: str, value: object) -> NoReturn:
     """SQL function: a stored aggregate result that is an error (see `RESULT_ERRORS`) raises
     it where a downstream view reads it, as reading the upstream does."""
     reason = RESULT_ERRORS.get(value, "") if isinstance(value, bytes) else ""
-    if fold(view).startswith(NODE_PREFIX):  # (an internal node: the user named no such view)
+    if is_node(view):  # (an internal node: the user named no such view)
         raise Error(f"an aggregate of the query: {reason or 'unreadable value'}")
     raise Error(f"materialized view {view}, column {column}: {reason or 'unreadable value'}")
 
@@ -108,7 +108,7 @@ def _read_as_declared(view: str, column: OutputColumn, aggregate: bool) -> str:
 def refuse_unrestorable(upstream: Upstream) -> None:
     """A column whose readers see an affinity its stored values have not passed through (a
     UNION's column typed by its first arm, say) could only be read back by converting values."""
-    internal = fold(upstream.name).startswith(NODE_PREFIX)
+    internal = is_node(upstream.name)
     where = "a set operation inside the query" if internal else f"FROM {upstream.name}"
     for column in upstream.columns:
         if not (column.is_column or column.is_cast or affinity(column.decltype) == "BLOB"):
@@ -201,13 +201,14 @@ def write_delta(conn: apsw.Connection, view: str, width: int, delta: ZSet[bytes]
     conn.execute(f"DELETE FROM {table}")
     if delta:
         rows = [(*row_of(key), weight) for key, weight in delta.items()]
-        for row in rows if fold(view).startswith(NODE_PREFIX) else ():
+        if is_node(view):
             # an internal node's row that is an error (an overflowing aggregate) fails its view
             # as the user's one SELECT would, even where no delta term reads the column (a user's
             # materialized view read by another is a view: a reader that reads not its column
             # is fine, as SQLite's SELECT over a view that omits the column is)
-            failed = next((v for v in row[:-1] if type(v) is bytes and v in RESULT_ERRORS), None)
-            if failed is not None and row[-1] > 0:
-                unreadable(view, "", failed)
+            for row in rows:
+                failed = next((v for v in row[:-1] if type(v) is bytes and v in RESULT_ERRORS), None)
+                if failed is not None and row[-1] > 0:
+                    unreadable(view, "", failed)
         marks = ", ".join("?" for _ in range(width + 1))
         conn.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)

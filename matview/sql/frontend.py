@@ -21,7 +21,7 @@ from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
 from matview.keys import check_collation
-from matview.names import NODE_PREFIX, fold, quote
+from matview.names import is_node, quote
 from matview.operators.partition import reach_filter
 from matview.plan import WEIGHT, OutputColumn, Plan, PostColumn, Template
 from matview.sql.compound import combine, split_arms
@@ -198,7 +198,7 @@ def build_plan(
     if upstream_views and source.outer_on:
         what = (
             "an aggregating or DISTINCT FROM-subquery, CTE or view"
-            if fold(upstream_views[0]).startswith(NODE_PREFIX)
+            if is_node(upstream_views[0])
             else f"materialized view {upstream_views[0]}"
         )
         raise UnsupportedQuery(

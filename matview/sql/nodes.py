@@ -47,11 +47,6 @@ from matview.sql.validate import probe_columns
 from matview.storage.schema import view_sql
 
 
-def is_node(name: str) -> bool:
-    """Whether a materialized view is an internal node of another view."""
-    return fold(name).startswith(NODE_PREFIX)
-
-
 @dataclass(frozen=True)
 class Node:
     name: str

@@ -20,9 +20,9 @@ import json
 from typing import Any
 
 import apsw
-import apsw.ext
 
 from matview import names
+from matview.db import column_count
 from matview.errors import Error
 from matview.names import quote
 
@@ -33,7 +33,7 @@ def table_name(view: str) -> str:
 
 def stage1_width(conn: apsw.Connection, rows_sql: str, key_width: int) -> int:
     """The number of stage-1 columns of a root query `rows_sql` (…, root key columns, weight)."""
-    return len(apsw.ext.query_info(conn, rows_sql).description or ()) - key_width - 1
+    return column_count(conn, rows_sql) - key_width - 1
 
 
 def _columns(width: int) -> list[str]:

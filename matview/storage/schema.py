@@ -10,7 +10,7 @@ from sqlglot.tokens import TokenType
 
 from matview.db import scalar
 from matview.errors import Error, UnsupportedQuery
-from matview.names import NODE_PREFIX, fold, is_internal, quote
+from matview.names import fold, is_internal, is_node, quote
 from matview.sql.sqltext import matching_paren, tokenize
 
 
@@ -113,7 +113,7 @@ def refuse_unstable_identity(table: TableInfo, what: str) -> None:
     if table.materialized:
         if table.unique_rows:
             return  # its rows are their own key
-        if fold(table.name).startswith(NODE_PREFIX):
+        if is_node(table.name):
             raise UnsupportedQuery(
                 f"{what} over a FROM-subquery, CTE or subquery whose rows may repeat (an aggregate without "
                 "every GROUP BY term in its select list, a UNION ALL) is not supported yet"
@@ -135,7 +135,7 @@ def refuse_view_root(table: TableInfo, what: str) -> None:
     if table.materialized:
         first = (
             "an aggregating or DISTINCT FROM-subquery, CTE or view"
-            if fold(table.name).startswith(NODE_PREFIX)
+            if is_node(table.name)
             else f"materialized view {table.name}"
         )
         raise UnsupportedQuery(f"{what} whose first table is {first} is not supported yet (put a base table first)")
