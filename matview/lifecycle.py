@@ -133,7 +133,8 @@ def _compile_with_nodes(
     planned, nodes = extract_nodes(conn, sql, name)
     for node in nodes if create_nodes else []:
         create_view(conn, registry, node.name, node.sql, maintenance, auto_indexes=auto_indexes, internal=True)
-        _refuse_inexact_node(registry, node.name, node.words)
+        if not node.keyed:
+            _refuse_inexact_node(registry, node.name, node.words)
     compiled = compile_select(conn, planned, auto_indexes)
     return replace(compiled, plan=replace(compiled.plan, internal_nodes=tuple(n.name for n in nodes)))
 

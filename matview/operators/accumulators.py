@@ -189,9 +189,12 @@ class SumState:
 class Accumulator:
     """One aggregate call's state inside a group's state list."""
 
-    def __init__(self, spec: AggSpec, op: int, coerce: NumericCoercion) -> None:
+    def __init__(self, spec: AggSpec, op: int, coerce: NumericCoercion, owns_multiset: bool = True) -> None:
         self.spec, self.op, self.coerce = spec, op, coerce
         self.func = spec.func
+        #: False for a MIN/MAX that reads another aggregate's multiset of the same values
+        #: (`aggregate.multiset_ops`): that one writes it, this one only re-seeks in it
+        self.owns_multiset = owns_multiset
 
     def initial(self) -> Any:
         if self.func == "count":
@@ -244,6 +247,13 @@ class Accumulator:
         # min / max: only deleting the current extreme needs the entry's remaining weight
         cached, stale = acc
         descending = func == "max"
+        if not self.owns_multiset:
+            # the owner writes the value (it comes first in the row); a deletion re-seeks
+            if weight < 0:
+                return [cached, True]
+            if not stale and (cached is None or _strictly_better(value, cached, descending)):
+                return [value, False]
+            return acc
         kind = storage_kind(value)
         if weight < 0 and cached is not None and storage_kind(cached) == kind and canonical(cached) == canonical(value):
             _old, new = store.adjust(self.op, key, value, None, weight, kind)

@@ -25,6 +25,21 @@ GROUPS_OP = 0  # operator id of the per-group accumulator lists in the state tab
 EMPTY_KEY = group_key((), ())
 
 
+def multiset_ops(plan: Plan) -> list[int]:
+    """Per aggregate, the operator id of its ordered multiset: its own (position + 1), but
+    MIN and MAX of one argument under one FILTER keep the same values, so the later ones read
+    the first one's multiset (`MIN(x), MAX(x)` store and update every value once, not twice).
+    Files written before kept a copy under each id; the copies past the first are left unread."""
+    first: dict[tuple[Any, Any], int] = {}
+    ops = []
+    for index, spec in enumerate(plan.aggs):
+        if spec.func in ("min", "max") and not spec.distinct:
+            ops.append(first.setdefault((spec.arg, spec.filter), index + 1))
+        else:
+            ops.append(index + 1)
+    return ops
+
+
 class Aggregate:
     """State per group: [row count, group values, emitted row or None, acc_0, acc_1, …]."""
 
@@ -37,7 +52,8 @@ class Aggregate:
         self.k = plan.group_count
         self.empty_key = EMPTY_KEY
         self.accumulators = [
-            Accumulator(spec, op=index + 1, coerce=evaluator.numeric_sum_term) for index, spec in enumerate(plan.aggs)
+            Accumulator(spec, op=op, coerce=evaluator.numeric_sum_term, owns_multiset=op == index + 1)
+            for index, (spec, op) in enumerate(zip(plan.aggs, multiset_ops(plan), strict=True))
         ]
 
     def fresh_group(self, values: Sequence[Any]) -> list[Any]:

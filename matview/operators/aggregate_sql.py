@@ -135,9 +135,9 @@ def sql_step(
                     group[slot] = [inserted, False]
     for index, rows in sorted(reals.items()):
         _add_non_integer_terms(aggregate, conn, source, params, index, rows, touched)
-    for index, spec in enumerate(plan.aggs):
-        if spec.func in ("min", "max"):
-            _update_ordered(conn, store, source, params, index, spec.arg, spec.filter, k)
+    for spec, accumulator in zip(plan.aggs, aggregate.accumulators, strict=True):
+        if spec.func in ("min", "max") and accumulator.owns_multiset:
+            _update_ordered(conn, store, source, params, accumulator.op, spec.arg, spec.filter, k)
     return aggregate.emit(touched, store)
 
 
@@ -182,14 +182,13 @@ def _update_ordered(
     store: StateStore,
     source: str,
     params: Any,
-    index: int,
+    op: int,
     arg: int | None,
     filter_: int | None,
     k: int,
 ) -> None:
-    """Add the delta's values to MIN/MAX's ordered multiset, set at a time."""
+    """Add the delta's values to MIN/MAX's ordered multiset `op`, set at a time."""
     ostate = store.ostate
-    op = index + 1
     condition = f" AND {_column(filter_)}" if filter_ is not None else ""
     key = f"{GROUP_KEY_FUNCTION}({', '.join(_column(i) for i in range(k))})"
     value = _column(arg)  # type: ignore[arg-type]

@@ -216,7 +216,9 @@ class _Inliner:
         for reference in read_from_items(sql, list(clauses.from_.tokens), check=True):
             if any(t.kind in OUTER_WORDS for t in reference.joined_by):
                 raise UnsupportedQuery(
-                    f"an outer join with a FROM-subquery, CTE or view{where} is not supported yet: {reference.text}"
+                    f"an outer join with a FROM-subquery, CTE or view{where} is not supported yet (a LEFT JOIN "
+                    "to one that aggregates, or keeps its one table's primary key among its columns, is): "
+                    f"{reference.text}"
                 )
             item = self._item(reference, ctes, prefix, depth)
             natural = any(t.kind == TokenType.NATURAL for t in reference.joined_by)

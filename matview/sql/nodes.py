@@ -44,7 +44,7 @@ from matview.sql.sqltext import (
     tokenize,
 )
 from matview.sql.validate import probe_columns
-from matview.storage.schema import view_sql
+from matview.storage.schema import read_table, view_sql
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,7 @@ class Node:
     name: str
     sql: str  # its SELECT: the derived table's body (with the CTEs it may read)
     words: str = ""  # what it is in the user's words, where its SQL is the front end's own
+    keyed: bool = False  # a select-project-join derived table keeping its table's key, as DISTINCT
 
 
 def extract_nodes(conn: apsw.Connection, sql: str, owner: str) -> tuple[str, list[Node]]:
@@ -261,6 +262,7 @@ def _from_nodes(
     # an outer join: its derived tables that need state become nodes (the view is then
     # maintained per row of its first table, `partition`); the inline pass refuses the others
     outer = any(t.kind in OUTER_WORDS for item in items for t in item.joined_by)
+    left_joins_only = outer and not any(t.kind in (TokenType.RIGHT, TokenType.FULL) for i in items for t in i.joined_by)
     outer_aggregates = is_aggregating(body, clauses)
     # an outer query with a subquery is maintained per row of its first table (`subqueries`):
     # merged into one aggregate, its WHERE would become a HAVING with a subquery
@@ -276,10 +278,22 @@ def _from_nodes(
         subquery = _has_expression_subquery(inner) and not (prefix and inner.lstrip()[:4].upper() == "WITH")
         compound = _is_compound(inner)
         again = len(items) > 1 or outer_aggregates or outer_subquery  # joined, aggregated or filtered again
-        if not (distinct or subquery or compound or (aggregates and again)):
+        keyed = (
+            left_joins_only
+            and any(t.kind == TokenType.LEFT for t in item.joined_by)
+            and not (distinct or aggregates or subquery or compound)
+            and _keeps_a_key(conn, inner)
+        )
+        if not (distinct or subquery or compound or keyed or (aggregates and again)):
             continue
-        if outer and not (aggregates or distinct):
-            continue  # (a select-project-join one: refused by the inline pass, by name)
+        if outer and not (aggregates or distinct or keyed):
+            continue  # (a select-project-join one without its table's key: refused by the inline pass, by name)
+        if keyed:
+            # a select-project-join one that keeps its table's key has rows that never repeat: as
+            # a DISTINCT node (the same rows) it is joined as a grouped one is, per row of the first
+            name = quote(item.name or "") if item.body is None else None
+            source = f"main.{name}" if name and item.schema else name or f"(\n{inner}\n)"
+            node_sql = f"{prefix}SELECT DISTINCT * FROM {source}"
         if (distinct or subquery or compound) and item.body is None:
             # a DISTINCT CTE or view, or one with a subquery, is its own body (`SELECT * FROM` it
             # would be refused as a derived table the inline pass cannot flatten): without a
@@ -290,6 +304,10 @@ def _from_nodes(
                 continue
             node_sql = prefix + cte.body
         node = _node(nodes, owner, node_sql)
+        if keyed:
+            # its rows are DISTINCT because they keep a key: each class is one row, whatever its
+            # values' variants (1 and 1.0 untyped), so the class shows that row's values
+            node = nodes[node_sql] = replace(node, words=item.text, keyed=True)
         if (distinct or aggregates) and item.body is None and not item.schema and fold(item.name or "") in ctes:
             cte_nodes[fold(item.name or "")] = node.name  # (its rows never repeat: a subquery may read it)
         start, end = item.reference_span
@@ -368,6 +386,43 @@ def _derived_select(conn: apsw.Connection, item: FromItem, prefix: str, ctes: di
     if text is None:
         return None
     return view_parts(text)[2], f"SELECT * FROM main.{quote(item.name)}"
+
+
+def _keeps_a_key(conn: apsw.Connection, select: str) -> bool:
+    """Whether a select-project-join SELECT reads one base table and keeps its key among its
+    columns (`*`, or its INTEGER PRIMARY KEY, or every column of a NOT NULL primary key, as plain
+    columns): no two of its rows are equal."""
+    tokens = tokenize(select)
+    if not tokens or tokens[0].kind != TokenType.SELECT:
+        return False
+    clauses = split_clauses(select, tokens)
+    if not clauses.from_ or clauses.group or clauses.having:
+        return False
+    items = read_from_items(select, list(clauses.from_.tokens), check=False)
+    if len(items) != 1 or items[0].body is not None or items[0].name is None:
+        return False
+    try:
+        table = read_table(conn, items[0].name)
+    except Error:
+        return False  # (a view, a CTE or no such table: not this rule's)
+    if table.has_rowid and table.ipk is not None:
+        key = {fold(table.ipk)}
+    elif table.primary_key and not table.key_may_be_null:
+        key = {fold(c) for c in table.primary_key}
+    else:
+        return False
+    alias = fold(items[0].alias)
+    kept: set[str] = set()
+    for item in split_top_level(select, clauses.select.tokens):
+        toks = item.tokens
+        if len(toks) == 1 and toks[0].kind == TokenType.STAR:
+            return True
+        if len(toks) == 3 and toks[2].kind == TokenType.STAR and fold(toks[0].text) == alias:
+            return True
+        plain = len(toks) == 1 or (len(toks) == 3 and toks[1].kind == TokenType.DOT and fold(toks[0].text) == alias)
+        if plain and toks[-1].is_name and toks[-1].kind != TokenType.STRING:
+            kept.add(fold(toks[-1].text))
+    return key <= kept
 
 
 def _shape(select: str) -> tuple[bool, bool]:

@@ -53,6 +53,8 @@ class SelectList:
         self.group_terms: list[tuple[Token, ...]] = []
         self.used_groups: set[int] = set()  # GROUP BY terms post-aggregation expressions use
         self.agg_keys: dict[tuple[tuple[str, str], ...], int] = {}
+        #: per (argument, FILTER) text of a MIN/MAX: its stage-1 columns (shared by MIN and MAX of it)
+        self.extreme_columns: dict[tuple[str, str | None], tuple[int | None, int | None]] = {}
         self.stage1: list[str] = []
 
     # -- column references -------------------------------------------------------------
@@ -206,11 +208,18 @@ class SelectList:
             if check_collation(collation, where) != "BINARY":
                 raise UnsupportedQuery(f"{where} over a {collation}-collated value is not supported yet")
         arg_index = filter_index = None
-        if args:
-            text = args[0].text
-            arg_index = self.add_stage1(f"CAST(({text}) AS TEXT)" if func == "group_concat" else text)
-        if call.filter is not None:
-            filter_index = self.add_stage1(f"CASE WHEN ({call.filter.text}) THEN 1 ELSE 0 END")
+        extreme = (args[0].text, call.filter.text if call.filter is not None else None) if args else None
+        if func in ("min", "max") and not call.distinct and extreme in self.extreme_columns:
+            # MIN(x) beside MAX(x): one stage-1 column, so they share one ordered multiset
+            arg_index, filter_index = self.extreme_columns[extreme]
+        else:
+            if args:
+                text = args[0].text
+                arg_index = self.add_stage1(f"CAST(({text}) AS TEXT)" if func == "group_concat" else text)
+            if call.filter is not None:
+                filter_index = self.add_stage1(f"CASE WHEN ({call.filter.text}) THEN 1 ELSE 0 END")
+            if func in ("min", "max") and not call.distinct and extreme is not None:
+                self.extreme_columns[extreme] = (arg_index, filter_index)
         spec = AggSpec(func, call.distinct, arg_index, filter_index, separator, sql)
         self.aggs.append(spec)
         self.agg_keys[key] = len(self.aggs) - 1

@@ -97,15 +97,20 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
     for index, (token, d) in enumerate(zip(inner, depths)):
         after = inner[index + 1].kind if index + 1 < len(inner) else None
         dedup = token.kind in SET_OPERATIONS and not (token.kind == TokenType.UNION and after == TokenType.ALL)
-        if d == 0 and (dedup or token.kind in (TokenType.DISTINCT, TokenType.GROUP_BY)):
+        exact_groups = token.kind == TokenType.GROUP_BY and _exact_group_terms(conn, body, clauses, tables)
+        if d == 0 and (dedup or token.kind in (TokenType.DISTINCT, TokenType.GROUP_BY)) and not exact_groups:
             raise UnsupportedQuery(
                 f"{token.text.upper()} inside a subquery: which of equal values (1 and 1.0, 'a' and 'A' under "
                 "NOCASE) it keeps depends on the order SQLite scans the rows; not supported yet"
             )
+    if clauses.group:
+        _refuse_bare_columns(body, clauses, [call for call, _ in calls], grouped=_group_names(body, clauses))
     renames = []
     for call, name in calls:
         if call.name == "count" or (call.name in _ORDER_FREE and _exact_column(conn, call.args[0].tokens, tables)):
             continue
+        if call.name in _ORDER_FREE and _derived_aggregate(call.args[0].tokens, from_items) == "count":
+            continue  # the max of counts: integers, which no two variants share
         if call.name in _SUMS and len(call.args) == 1:
             if _integer_column(conn, call.args[0].tokens, tables):
                 continue  # SQLite's own integer sum is exact
@@ -190,6 +195,45 @@ def _exact_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list
     return column is not None and has_one_variant(column.decltype, column.collation)
 
 
+def _exact_group_terms(conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem]) -> bool:
+    """Whether every GROUP BY term of a subquery is a plain column whose equal values are
+    identical (typed, BINARY): each group then has one variant, whatever the scan order."""
+    terms = split_top_level(body, clauses.group.tokens)
+    return bool(terms) and all(_exact_column(conn, term.tokens, tables) for term in terms)
+
+
+def _group_names(body: str, clauses: Clauses) -> set[str]:
+    """The column names a subquery's GROUP BY terms are (a term `t.c` or `c` gives `c`)."""
+    return {fold(term.tokens[-1].text) for term in split_top_level(body, clauses.group.tokens) if term.tokens}
+
+
+def _derived_aggregate(tokens: tuple[Token, ...], from_items: list[FromItem]) -> str | None:
+    """The aggregate (`count`, `sum`, …) a derived table's column is, when `tokens` names a
+    column of a FROM-subquery whose select item is exactly one aggregate call."""
+    if len(tokens) == 3 and tokens[1].kind == TokenType.DOT:
+        candidates = [i for i in from_items if i.body is not None and fold(i.alias) == fold(tokens[0].text)]
+    elif len(tokens) == 1:
+        candidates = [i for i in from_items if i.body is not None]
+    else:
+        return None
+    name = fold(tokens[-1].text)
+    if not tokens[-1].is_name or tokens[-1].kind == TokenType.STRING or len(candidates) != 1:
+        return None
+    body = candidates[0].body or ""
+    inner = tokenize(body)
+    clauses = split_clauses(body, inner)
+    for item in split_top_level(body, clauses.select.tokens):
+        toks = item.tokens
+        if len(toks) < 2 or fold(toks[-1].text) != name or not toks[-1].is_name:
+            continue
+        expression = toks[:-2] if toks[-2].kind == TokenType.ALIAS else toks[:-1]
+        calls = find_aggregate_calls(body, expression)
+        if len(calls) == 1 and calls[0].first == 0 and calls[0].last == len(expression):
+            return calls[0].name
+        return None
+    return None
+
+
 def _binary_argument(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]) -> bool:
     """Whether MIN/MAX compare `tokens`' values under BINARY: no COLLATE, no subquery, and
     every column it names (of `tables`, where known) collated BINARY; an unknown name is not."""
@@ -209,13 +253,18 @@ def _binary_argument(conn: apsw.Connection, tokens: tuple[Token, ...], tables: l
     return True
 
 
-def _refuse_bare_columns(body: str, clauses: Clauses, calls: list[AggregateCall]) -> None:
-    """An aggregate subquery's select list may read columns only inside its aggregates: a
-    bare column comes from an arbitrary row (SQLite's choice follows the scan order)."""
+def _refuse_bare_columns(
+    body: str, clauses: Clauses, calls: list[AggregateCall], grouped: set[str] | None = None
+) -> None:
+    """An aggregate subquery's select list may read columns only inside its aggregates (or,
+    with GROUP BY, the columns it groups by, `grouped`): a bare column comes from an arbitrary
+    row (SQLite's choice follows the scan order)."""
     toks = clauses.select.tokens
     covered = {i for call in calls for i in range(call.first, call.last)}
     for index, token in enumerate(toks):
         if index in covered or token.kind not in (TokenType.VAR, TokenType.IDENTIFIER):
+            continue
+        if grouped is not None and fold(token.text) in grouped:
             continue
         if index + 1 < len(toks) and toks[index + 1].kind in (TokenType.L_PAREN, TokenType.DOT):
             continue  # a function's name, or a table's before its column
