@@ -21,6 +21,7 @@ from matview.plan import OutputColumn
 from matview.registry import Registry, View
 from matview.sql.frontend import Compiled, compile_select
 from matview.sql.nodes import extract_nodes
+from matview.sql.validate import drop_main_qualifiers
 from matview.storage import catalog, readable
 from matview.storage.capture import capture_installed, install_capture, missing_capture_tables, remove_capture
 from matview.storage.catalog import ViewEntry
@@ -130,7 +131,7 @@ def _compile_with_nodes(
 ) -> Compiled:
     """Compile a view's SELECT, which reads its internal nodes (`matview.sql.nodes`): created first,
     or (`create_nodes` false, a rebuild) already there."""
-    planned, nodes = extract_nodes(conn, sql, name)
+    planned, nodes = extract_nodes(conn, drop_main_qualifiers(sql), name)
     for node in nodes if create_nodes else []:
         create_view(conn, registry, node.name, node.sql, maintenance, auto_indexes=auto_indexes, internal=True)
         if not node.keyed:

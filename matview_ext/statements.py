@@ -11,8 +11,10 @@ import re
 from dataclasses import dataclass
 
 import apsw
+from sqlglot.tokens import TokenType
 
 from matview.errors import Error
+from matview.sql.sqltext import tokenize
 
 _NAME = r'(?:"(?:[^"]|"")+"|\'(?:[^\']|\'\')+\'|\[[^\]]+\]|`(?:[^`]|``)+`|[^\s(.;"\'\[`]+)'
 _QUALIFIED = rf"(?:(?:main|{_NAME})\s*\.\s*)?({_NAME})"
@@ -152,6 +154,28 @@ def split_script(sql: str) -> list[str]:
     return found or [sql]
 
 
+#: what a statement that starts with WITH does: the first of these after its common table expressions
+_VERBS_AFTER_WITH = {"SELECT", "VALUES", "INSERT", "REPLACE", "UPDATE", "DELETE"}
+
+
 def first_word(sql: str) -> str:
+    """The statement's verb (`SELECT`, `INSERT`, `CREATE`, …), upper case: its first word, or
+    for `WITH … INSERT/UPDATE/DELETE/SELECT` the verb after the common table expressions (a
+    write must fold and take the write lock as a plain `INSERT` does)."""
     match = _FIRST_WORD.match(sql)
-    return match.group(1).upper() if match else ""
+    word = match.group(1).upper() if match else ""
+    if word != "WITH":
+        return word
+    try:
+        tokens = tokenize(sql)
+    except Error:
+        return word  # (SQLite will say what is wrong with it)
+    depth = 0
+    for token in tokens:
+        if token.kind == TokenType.L_PAREN:
+            depth += 1
+        elif token.kind == TokenType.R_PAREN:
+            depth -= 1
+        elif depth == 0 and token.text.upper() in _VERBS_AFTER_WITH:
+            return token.text.upper()
+    return word

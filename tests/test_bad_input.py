@@ -544,7 +544,7 @@ UNSUPPORTED = [
     ("SELECT id FROM (SELECT id, a FROM t LIMIT 3) WHERE a > 1", ["subquer", "limit"]),
     ("SELECT t.id FROM t LEFT JOIN (SELECT b, a FROM t WHERE a > 0) s ON s.b = t.b", ["outer join"]),
     ("SELECT b, group_concat(a, ';' ORDER BY a) FROM t GROUP BY b", ["order by inside"]),
-    ("SELECT id FROM t LEFT JOIN (SELECT x FROM other) o ON o.x = t.id", ["outer join", "subquery"]),
+    ("SELECT id FROM t LEFT JOIN (SELECT y FROM other) o ON o.y = t.id", ["outer join", "subquery"]),
     ("SELECT b, COUNT(*) FROM t GROUP BY b HAVING COUNT(*) > (SELECT COUNT(*) FROM other WHERE y = t.a)", ["subquer"]),
     ("SELECT id FROM t UNION SELECT x FROM other LIMIT 2", ["limit"]),
     ("SELECT id FROM t UNION ALL SELECT ROW_NUMBER() OVER () FROM t", ["window"]),

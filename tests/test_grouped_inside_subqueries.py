@@ -32,6 +32,10 @@ VIEWS = {
     "cte_exists": "WITH g AS (SELECT cid, sum(amount) s FROM o GROUP BY cid) SELECT * FROM c "
     "WHERE EXISTS (SELECT 1 FROM g WHERE g.cid = c.id AND s > 3)",
     "correlated_groups": "SELECT id, (SELECT count(*) FROM (SELECT cid FROM o WHERE o.cid >= c.id GROUP BY cid)) FROM c",
+    "lookup": "WITH g AS (SELECT cid, count(*) n FROM o GROUP BY cid) SELECT id, (SELECT n FROM g WHERE g.cid = c.id) "
+    "AS n FROM c",
+    "lookup_alias": "SELECT id, (SELECT s.n FROM (SELECT cid AS k, count(*) n FROM o GROUP BY cid) s "
+    "WHERE s.k = c.id) AS n FROM c",
     "above_average_group": "SELECT id FROM c WHERE (SELECT count(*) FROM o WHERE o.cid = c.id) > "
     "(SELECT avg(n) FROM (SELECT cid, count(*) AS n FROM o GROUP BY cid))",
 }
@@ -78,6 +82,8 @@ def test_grouped_subqueries_over_exact_keys(tmp_path: Path, seed: int) -> None:
         "SELECT id FROM c WHERE 'x' IN (SELECT city FROM c GROUP BY city)",
         # a column outside GROUP BY comes from an arbitrary row of the group
         "SELECT id FROM c WHERE 2 = (SELECT max(x) FROM (SELECT day AS x FROM o GROUP BY cid))",
+        # a lookup by a column that is not the group's: several rows
+        "SELECT id, (SELECT cid FROM (SELECT cid, count(*) n FROM o GROUP BY cid) WHERE n = c.id) FROM c",
         # the max of sums over REALs may tie 5 and 5.0: refused or exact, never a guess
         "SELECT id FROM c WHERE id = (SELECT cid FROM o GROUP BY cid ORDER BY sum(amount) DESC LIMIT 1)",
     ],

@@ -389,7 +389,7 @@ def test_join_refusals_name_the_construct(tmp_path):
         ("SELECT * FROM a LEFT JOIN b ON a.k = b.k RIGHT JOIN a AS c ON c.id = b.v", "RIGHT JOIN"),
         ("SELECT * FROM a RIGHT JOIN b USING (k)", "RIGHT JOIN"),
         ("SELECT * FROM a LEFT JOIN (SELECT k, count(*) FROM b GROUP BY k) s ON a.k = s.k", "equal but different"),
-        ("SELECT * FROM a LEFT JOIN pv ON a.id = pv.id", "outer join with a FROM-subquery, CTE or view"),
+        ("SELECT * FROM a LEFT JOIN (SELECT k FROM pv) s ON a.k = s.k", "outer join with a FROM-subquery, CTE or view"),
         ("SELECT group_concat(v) FROM a JOIN b ON a.k = b.k", "GROUP_CONCAT"),
         ("SELECT b.rowid FROM a JOIN b ON a.k = b.k", "VACUUM"),
     ]:
@@ -466,3 +466,25 @@ def test_left_join_both_sides_in_one_transaction_and_self(tmp_path):
             ["DELETE FROM t WHERE v < 3", "INSERT INTO t(k, v) VALUES (5, 0)"],
         ],
     )
+
+
+def test_columns_qualified_by_schema_main(tmp_path):
+    """`main.t.c` is `t.c` (SQLite's three-part column name): maintained, not refused."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE c(id INTEGER PRIMARY KEY, name TEXT, city TEXT)")
+    conn.execute("CREATE TABLE o(id INTEGER PRIMARY KEY, cid INT)")
+    views = {
+        "names": "SELECT main.c.name FROM main.c WHERE main.c.id > 1",
+        "cities": "SELECT main.c.city, count(*) FROM main.c JOIN main.o ON main.o.cid = main.c.id GROUP BY main.c.city",
+        "literal": "SELECT 'main.c.x' AS s, c.name FROM c",
+    }
+    for name, sql in views.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+    with conn:
+        conn.execute("INSERT INTO c(name, city) VALUES ('a', 'x'), ('b', 'y'), ('c', 'x')")
+        conn.execute("INSERT INTO o(cid) VALUES (1), (3), (3), (2)")
+    with conn:
+        conn.execute("DELETE FROM o WHERE cid = 3")
+        conn.execute("UPDATE c SET city = 'y' WHERE id = 1")
+    for name, sql in views.items():
+        assert_view_matches(conn, name, sql)

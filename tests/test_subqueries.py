@@ -196,3 +196,30 @@ def test_a_text_primary_key_with_nulls_identifies_rows_and_survives_vacuum(tmp_p
         for view, sql in live.items():
             assert_view_matches(conn, view, sql)
     conn.close()
+
+
+def test_a_declared_column_named_like_the_rowid_inside_a_subquery(tmp_path):
+    """`items(oid, sku)` declares `oid`: inside a subquery it is that column (maintained), while
+    the rowid of a table that declares no such column stays refused there."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE o(id INTEGER PRIMARY KEY, x INT)")
+    conn.execute("CREATE TABLE items(oid INTEGER, sku TEXT, PRIMARY KEY (oid, sku)) WITHOUT ROWID")
+    conn.execute("CREATE TABLE items2(oid INTEGER, sku TEXT, PRIMARY KEY (oid, sku))")
+    views = {
+        "counted": "SELECT o.id, (SELECT count(*) FROM items i WHERE i.oid = o.id) AS k FROM o",
+        "existing": "SELECT o.id FROM o WHERE EXISTS (SELECT 1 FROM items2 AS i WHERE i.oid = o.id)",
+    }
+    for name, sql in views.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+    with pytest.raises(matview.UnsupportedQuery, match="oid inside a subquery"):
+        conn.execute("CREATE MATERIALIZED VIEW bad AS SELECT id FROM o WHERE x IN (SELECT oid FROM o AS p)")
+    for step in range(6):
+        with conn:
+            conn.execute("INSERT OR REPLACE INTO o VALUES (?, ?)", (step % 4, step))
+            conn.execute("INSERT OR IGNORE INTO items VALUES (?, ?)", (step % 3, f"s{step % 2}"))
+            conn.execute("INSERT OR IGNORE INTO items2 VALUES (?, ?)", ((step + 1) % 4, "s"))
+            if step % 3 == 2:
+                conn.execute("DELETE FROM items WHERE oid = 1")
+                conn.execute("UPDATE OR IGNORE items2 SET oid = oid + 1 WHERE oid = 2")
+        for name, sql in views.items():
+            assert_view_matches(conn, name, sql)

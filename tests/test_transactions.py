@@ -717,3 +717,22 @@ def test_read_only_connection_reads_deferred_view_with_pending_deltas(tmp_path: 
         assert_view_matches(ro, "d", agg)  # apsw.ReadOnlyError here: the read tries to fold d
     finally:
         ro.close()
+
+
+def test_a_write_that_starts_with_with_folds_and_waits_like_a_plain_write(tmp_path):
+    """`WITH … INSERT` is a write: in autocommit mode its fold commits with it (a stock reader
+    sees the view exact), and its first statement in a transaction takes the write lock first."""
+    import sqlite3
+
+    path = str(tmp_path / "db.sqlite")
+    conn = matview.connect(path)
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g TEXT, x INT)")
+    conn.execute("CREATE MATERIALIZED VIEW v AS SELECT g, sum(x) AS s FROM t GROUP BY g")
+    conn.execute("WITH n(g, x) AS (VALUES ('a', 10), ('b', 5)) INSERT INTO t(g, x) SELECT g, x FROM n")
+    assert conn.view("v").pending() == 0
+    stock = sqlite3.connect(path)
+    assert sorted(stock.execute("SELECT * FROM v")) == [("a", 10), ("b", 5)]
+    conn.execute("WITH d AS (SELECT 'a' AS g) DELETE FROM t WHERE g IN (SELECT g FROM d)")
+    conn.execute("WITH u AS (SELECT 7 AS x) UPDATE t SET x = (SELECT x FROM u)")
+    assert sorted(stock.execute("SELECT * FROM v")) == [("b", 7)]
+    stock.close()

@@ -29,7 +29,8 @@ def multiset_ops(plan: Plan) -> list[int]:
     """Per aggregate, the operator id of its ordered multiset: its own (position + 1), but
     MIN and MAX of one argument under one FILTER keep the same values, so the later ones read
     the first one's multiset (`MIN(x), MAX(x)` store and update every value once, not twice).
-    Files written before kept a copy under each id; the copies past the first are left unread."""
+    The front end gives them one stage-1 column (`SelectList.aggregate`); plans stored before
+    gave each its own, and keep a multiset each."""
     first: dict[tuple[Any, Any], int] = {}
     ops = []
     for index, spec in enumerate(plan.aggs):

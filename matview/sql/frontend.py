@@ -251,6 +251,9 @@ def build_plan(
         if find_aggregate_calls(sql, toks):
             raise Error("aggregate functions are not allowed in the GROUP BY clause")
         group_terms.append(toks)
+    if group_terms:
+        having_span = [clauses.having] if clauses.having else []
+        group_terms += builder.dependent_group_terms(group_terms, [Span(sql, i.tokens) for i in items] + having_span)
     group_collations = tuple(check_collation(builder.collation_of(toks), "GROUP BY") for toks in group_terms)
     builder.group_terms = group_terms
     for toks in group_terms:

@@ -236,6 +236,53 @@ class SelectList:
             raise UnsupportedQuery(f"{where}: the separator must be a constant") from None
         return "" if row is None or row[0] is None else str(row[0])
 
+    def dependent_group_terms(self, group_terms: list[tuple[Token, ...]], spans: list[Span]) -> list[tuple[Token, ...]]:
+        """Columns `spans` read outside aggregates that the GROUP BY determines: a column of a
+        table whose key (INTEGER PRIMARY KEY, or a NOT NULL primary key) is grouped by
+        (`SELECT c.name, count(*) … GROUP BY c.id`). Every row of a group has the same row of that
+        table, so SQLite's "bare" column is that row's value, and grouping by it too changes no
+        group: these are returned as extra GROUP BY terms (each once)."""
+        refs = [self.column_of(toks) for toks in group_terms]
+        grouped = {(r.occurrence, fold(r.column.name)) for r in refs if r is not None and r.column is not None}
+        keyed = set()
+        for index, occurrence in enumerate(self.source.occurrences):
+            table = occurrence.table
+            if table.materialized:
+                continue
+            if table.has_rowid and table.ipk is not None:
+                key = {fold(table.ipk)}
+            elif table.primary_key and not table.key_may_be_null:
+                key = {fold(c) for c in table.primary_key}
+            else:
+                continue
+            if all((index, column) in grouped for column in key):
+                keyed.add(index)
+        extra: list[tuple[Token, ...]] = []
+        if not keyed:
+            return extra
+        for span in spans:
+            toks = span.tokens
+            skipped = _inside_subqueries(toks) | {
+                i for call in find_aggregate_calls(span.sql, toks) for i in range(call.first, call.last)
+            }
+            for index, token in enumerate(toks):
+                if index in skipped or not token.is_name or token.kind == TokenType.STRING:
+                    continue
+                if index and toks[index - 1].kind == TokenType.DOT:
+                    continue
+                following = toks[index + 1].kind if index + 1 < len(toks) else None
+                if following == TokenType.L_PAREN:
+                    continue
+                qualified = following == TokenType.DOT and index + 2 < len(toks)
+                written = toks[index : index + 3] if qualified else (token,)
+                ref = self.column_of(written)
+                if ref is None or ref.column is None or ref.occurrence not in keyed:
+                    continue
+                if (ref.occurrence, fold(ref.column.name)) not in grouped:
+                    grouped.add((ref.occurrence, fold(ref.column.name)))
+                    extra.append(written)
+        return extra
+
     def substitute_group_terms(self, text: str) -> str:
         """Replace GROUP BY terms inside `text` by their per-group column `"__g{j}"`.
         A textual match is used only when it is a subtree of the expression: replacing it

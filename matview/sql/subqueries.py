@@ -136,11 +136,11 @@ def _split(
         depth = depths[index]
         end = _select_end(tokens, depths, index)
         own = [i for i in range(index, end) if depths[i] == depth]
-        for i in own:
-            if tokens[i].is_name and tokens[i].text.lower() in ROWID_NAMES:
-                raise UnsupportedQuery(f"{tokens[i].text} inside a subquery is not supported")
+        rowid_names = [i for i in own if tokens[i].is_name and tokens[i].text.lower() in ROWID_NAMES]
         from_at = next((i for i in own if tokens[i].kind == TokenType.FROM), None)
         if from_at is None:
+            if rowid_names:
+                raise UnsupportedQuery(f"{tokens[rowid_names[0]].text} inside a subquery is not supported")
             continue
         stop = next((i for i in own if i > from_at and tokens[i].kind in _AFTER_FROM), end)
         where_end = stop
@@ -152,6 +152,10 @@ def _split(
             table = _subquery_table(conn, item.name or "")
             mine.append(len(references))
             references.append((*item.name_span, table, item.alias, item.aliased))
+        here = [(alias, table) for _s, _e, table, alias, _a in (references[i] for i in mine)]
+        for i in rowid_names:
+            if not _declared_column(tokens, i, here, occurrences):
+                raise UnsupportedQuery(f"{tokens[i].text} inside a subquery is not supported")
         if stop < end and tokens[stop].kind == TokenType.WHERE:
             where = Span(text, tuple(tokens[i] for i in own if stop < i < where_end))
             probes.extend(_probes(conn, text, where, items))
@@ -172,6 +176,21 @@ def _split(
         lo, hi = tokens[from_at].start, tokens[where_end - 1].end
         reaches.append((tuple(numbers[i] for i in mine), tuple(_template(text, edits, lo, hi))))
     return _template(text, edits, 0, len(text))
+
+
+def _declared_column(
+    tokens: list[Token], index: int, here: list[tuple[str, TableInfo]], outer: list[Occurrence]
+) -> bool:
+    """Whether a rowid name (`oid`, `rowid`, `_rowid_`) at `index` is a column a table
+    declares (`items(oid, sku)`), not the rowid: qualified, its table's; unqualified, one of
+    the subquery's own tables'."""
+    name = tokens[index].text
+    if index >= 2 and tokens[index - 1].kind == TokenType.DOT:
+        qualifier = fold(tokens[index - 2].text)
+        tables = [t for alias, t in here if fold(alias) == qualifier]
+        tables = tables or [o.table for o in outer if fold(o.alias) == qualifier]
+        return len(tables) == 1 and tables[0].column(name) is not None
+    return any(table.column(name) is not None for _alias, table in here)
 
 
 def _template(text: str, edits: list[tuple[int, int, int, str, bool]], lo: int, hi: int) -> list[str]:

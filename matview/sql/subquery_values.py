@@ -31,6 +31,7 @@ from matview.sql.sqltext import (
     excerpt,
     find_aggregate_calls,
     matching_paren,
+    set_operators,
     split_clauses,
     split_top_level,
     tokenize,
@@ -135,7 +136,11 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
     # an aggregate without GROUP BY is one row (bare columns are refused above); so is no FROM
     one_row = not clauses.group and not compound and (bool(calls) or not clauses.from_) and bool(items)
     simple = not compound and not clauses.group and alone
-    at_most_one = one_row or (simple and _unique_lookup(conn, body, clauses, tables))
+    at_most_one = (
+        one_row
+        or (simple and _unique_lookup(conn, body, clauses, tables))
+        or (not compound and not clauses.group and _grouped_lookup(conn, body, clauses, from_items))
+    )
     ordered = simple and _total_order(conn, body, clauses, tables, items)
     if clauses.limit and before != TokenType.EXISTS and not (at_most_one or ordered):
         # (EXISTS asks how many rows there are, never which)
@@ -328,6 +333,49 @@ def _unique_lookup(conn: apsw.Connection, body: str, clauses: Clauses, tables: l
             if _is_column(key_side, item.alias, keys) and not reads_table(other, item.alias, own):
                 return True
     return False
+
+
+def _grouped_lookup(conn: apsw.Connection, body: str, clauses: Clauses, from_items: list[FromItem]) -> bool:
+    """A subquery over one grouped derived table (GROUP BY plain typed BINARY columns) whose
+    WHERE has a conjunct `name = expr` for each grouped column's output name, expr not reading
+    the derived table: one group, at most one row (`(SELECT n FROM g WHERE g.cid = c.id)` over
+    `g AS (SELECT cid, count(*) n FROM o GROUP BY cid)`)."""
+    if len(from_items) != 1 or from_items[0].body is None or not clauses.where:
+        return False
+    item, derived = from_items[0], from_items[0].body or ""
+    tokens = tokenize(derived)
+    inner = split_clauses(derived, tokens)
+    if not inner.group or not inner.from_ or set_operators(tokens):
+        return False
+    inner_items = read_from_items(derived, list(inner.from_.tokens), check=True)
+    if not _exact_group_terms(conn, derived, inner, [i for i in inner_items if i.name is not None]):
+        return False
+    outputs: dict[str, str] = {}  # per grouped column (folded): the name the derived table shows it under
+    shown: set[str] = set()
+    for span in split_top_level(derived, inner.select.tokens):
+        toks = span.tokens
+        if len(toks) >= 3 and toks[-2].kind == TokenType.ALIAS:
+            expression, name = toks[:-2], toks[-1]
+        elif len(toks) in (2, 4) and toks[-1].is_name and toks[-2].kind != TokenType.DOT:
+            expression, name = toks[:-1], toks[-1]
+        else:
+            expression, name = toks, toks[-1]
+        shown.add(fold(name.text))
+        plain = len(expression) == 1 or (len(expression) == 3 and expression[1].kind == TokenType.DOT)
+        if plain and expression[-1].is_name:
+            outputs.setdefault(fold(expression[-1].text), fold(name.text))
+    wanted = set()
+    for term in split_top_level(derived, inner.group.tokens):
+        name_ = outputs.get(fold(term.tokens[-1].text))
+        if name_ is None:
+            return False
+        wanted.add(name_)
+    found = set()
+    for left, right in equalities(body, clauses.where):
+        for key_side, other in ((left, right), (right, left)):
+            if _is_column(key_side, item.alias, wanted) and not reads_table(other, item.alias, shown):
+                found.add(fold(key_side[-1].text))
+    return wanted <= found
 
 
 def _is_column(tokens: tuple[Token, ...], alias: str, names_: set[str]) -> bool:

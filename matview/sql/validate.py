@@ -39,6 +39,28 @@ def one_statement(sql: str) -> tuple[str, list[Token]]:
     return sql, tokens
 
 
+def drop_main_qualifiers(sql: str) -> str:
+    """`main.t.c` written as a column reference becomes `t.c` (the same column: a table of
+    main read without an alias is named `t` too), so the passes that replace a table by its
+    delta or state, keeping its name, keep the reference valid."""
+    tokens = tokenize(sql)
+    edits = []
+    for index in range(len(tokens) - 4):
+        first, dot, table, dot2, column = tokens[index : index + 5]
+        if (
+            first.text.lower() == "main"
+            and first.kind != TokenType.STRING
+            and dot.kind == dot2.kind == TokenType.DOT
+            and table.is_name
+            and column.is_name
+            and not (index and tokens[index - 1].kind == TokenType.DOT)
+        ):
+            edits.append((first.start, table.start))
+    for start, end in reversed(edits):
+        sql = sql[:start] + sql[end:]
+    return sql
+
+
 def probe_columns(conn: apsw.Connection, sql: str) -> tuple[list[str], list[str]]:
     """Let SQLite validate the SELECT (its own error messages) and name its columns,
     through a temporary view. The SELECT is wrapped in a subquery, so text that tries to
