@@ -120,6 +120,8 @@ class Connection:
         index = statements.parse_create_index(sql) if word == "CREATE" else None
         if index is not None and self.registry.get(index.table) is not None:
             return self._create_index_on_view(index)
+        if word == "ALTER" and statements.adds_column(sql) and self._dependents_of_ddl(sql):
+            return self._add_column(sql, params)
         if word in ("DROP", "ALTER"):
             self._refuse_base_ddl(sql)
         if word in _WRITES and self.registry.lost_capture:
@@ -273,8 +275,23 @@ class Connection:
         self.execute(f"CREATE {unique}INDEX {guard}main.{quote(index.index)} ON {table} {columns}")
         return Rows([])
 
-    def _refuse_base_ddl(self, sql: str) -> None:
+    def _ddl_target(self, sql: str) -> str | None:
+        """The main-schema table a DROP/ALTER names (None: none, or the user's temp table,
+        which an unqualified name means first, as SQLite resolves it)."""
         target = statements.table_ddl_target(sql)
+        if target is None or self.registry.get(target) is not None:
+            return target  # (a materialized view's temp shadow is matview's too)
+        temp = statements.names_temp(sql) or self.apsw.execute(
+            "SELECT 1 FROM temp.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE", (target,)
+        ).fetchone()
+        return None if temp else target
+
+    def _dependents_of_ddl(self, sql: str) -> list[View]:
+        target = self._ddl_target(sql)
+        return [] if target is None else self.registry.views_on(target)
+
+    def _refuse_base_ddl(self, sql: str) -> None:
+        target = self._ddl_target(sql)
         if target is None:
             return
         if self.registry.get(target) is not None:
@@ -284,8 +301,27 @@ class Connection:
         if dependents:
             raise Error(
                 f"table {target} is used by materialized view(s) {', '.join(v.name for v in dependents)}: "
-                "DROP MATERIALIZED VIEW them first"
+                "DROP MATERIALIZED VIEW them first (ALTER TABLE … ADD COLUMN is maintained)"
             )
+
+    def _add_column(self, sql: str, params: Any) -> Rows:
+        """`ALTER TABLE t ADD COLUMN …` on a table views read (an application's migration): the
+        column is added, then the table's change capture and every view over it rebuilt, in one
+        transaction (REFRESH of one of them rebuilds the others that share the table)."""
+        dependents = [v for v in self._dependents_of_ddl(sql) if not is_node(v.name)] or self._dependents_of_ddl(sql)
+        with self._writing():
+            self._fold(commit=False)
+            before = {fold(v.name): (v, self._feed.stored(v)) for v in self._subscribed()}
+            self.apsw.execute(sql, params)
+            self.registry.invalidate()
+            lifecycle.refresh_view(self.apsw, self.registry, dependents[0].name)
+            # a view whose columns would change (`SELECT *`) cannot be rebuilt in place: undone
+            unbuilt = [v for v in self._dependents_of_ddl(sql) if v.entry.plan.needs_refresh]
+            if unbuilt:
+                raise Error(f"{statements.first_word(sql)} TABLE … ADD: {unbuilt[0].entry.plan.needs_refresh}")
+            self._record_rebuilt(before)
+        self.registry.sync_shadows()
+        return Rows([])
 
     # -- folding ----------------------------------------------------------------------
     def _views_to_fold(self, commit: bool) -> list[View]:

@@ -21,10 +21,17 @@ from matview.plan import OutputColumn
 from matview.registry import Registry, View
 from matview.sql.frontend import Compiled, compile_select
 from matview.sql.nodes import extract_nodes
-from matview.sql.validate import drop_main_qualifiers
+from matview.sql.validate import drop_main_qualifiers, refuse_index_hints
 from matview.storage import catalog, readable
-from matview.storage.capture import capture_installed, install_capture, missing_capture_tables, remove_capture
+from matview.storage.capture import (
+    capture_installed,
+    capture_is_stale,
+    install_capture,
+    missing_capture_tables,
+    remove_capture,
+)
 from matview.storage.catalog import ViewEntry
+from matview.storage.concat_order import rowid_order_within_classes
 from matview.storage.indexes import drop_unused as drop_unused_indexes
 from matview.storage.indexes import refuse_group_concat_through_own_index, with_indexes
 from matview.storage.schema import affinity, read_table, table_kind
@@ -92,8 +99,17 @@ def create_view(
     with savepoint(conn):
         catalog.ensure_catalog(conn)
         compiled = _compile_with_nodes(conn, registry, name, sql, maintenance, auto_indexes)
+        sharing: dict[str, View] = {}  # views whose capture is rebuilt here (its table changed)
         for table in compiled.plan.base_tables:
-            install_capture(conn, read_table(conn, table))
+            info = read_table(conn, table)
+            others = registry.views_on(table)
+            if others and (not capture_installed(conn, table) or capture_is_stale(conn, info)):
+                # another connection altered the table (the log mirrors its old columns), re-created
+                # it, or renamed it away and made another: the views over it are rebuilt with the log
+                for other in others:
+                    sharing.setdefault(fold(other.name), other)
+                remove_capture(conn, table)
+            install_capture(conn, info)
         # the views it reads, folded: their storage is what the snapshot below reads
         upstreams = [registry.get(u) for u in compiled.plan.upstream_views]
         _fold_upstreams(conn, registry, [u for u in upstreams if u is not None])
@@ -112,11 +128,14 @@ def create_view(
         entry = ViewEntry(name, sql.strip().rstrip(";").strip(), plan, maintenance, base_tables)
         catalog.save_view(conn, entry)
         view = View(entry, Circuit(name, plan, registry.evaluator), view_table)
+        if view.circuit.one_rowid_table and not (plan.exact_groups and plan.exact_distinct):
+            view.circuit.trust_rowid_order(rowid_order_within_classes(conn, plan, entry.sql))
         (populate or _populate)(conn, view)
         registry.invalidate()
         readable.create_plain_view(conn, name, plan)
         readable.drop_shadow(conn, name)
         readable.create_shadow(conn, name, plan, None)  # (the next statement makes it a shadow view)
+        _rebuild_sharing(conn, registry, [], sharing)
     registry.invalidate()
 
 
@@ -131,6 +150,7 @@ def _compile_with_nodes(
 ) -> Compiled:
     """Compile a view's SELECT, which reads its internal nodes (`matview.sql.nodes`): created first,
     or (`create_nodes` false, a rebuild) already there."""
+    refuse_index_hints(sql)
     planned, nodes = extract_nodes(conn, drop_main_qualifiers(sql), name)
     for node in nodes if create_nodes else []:
         create_view(conn, registry, node.name, node.sql, maintenance, auto_indexes=auto_indexes, internal=True)
@@ -263,9 +283,12 @@ def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
         raise Error(f"no such materialized view: {name}")
     with savepoint(conn):
         others: dict[str, View] = {}
-        for table in view.entry.plan.base_tables:
+        # the tables it reads, those its internal nodes read too (a table read only through a
+        # node is in the node's plan, not in the view's)
+        reads = [(table, v) for v in [*_own_nodes(registry, view), view] for table in v.entry.plan.base_tables]
+        for table, reader in reads:
             info = read_table(conn, table)
-            stale = tuple(tuple(c) for c in info.signature) != view.entry.plan.signature(table)
+            stale = tuple(tuple(c) for c in info.signature) != reader.entry.plan.signature(table)
             # (a damaged file may have lost the delta log or preimage table: their deltas with it)
             if stale or not capture_installed(conn, table) or missing_capture_tables(conn, table):
                 for other in registry.views_on(table):
@@ -275,22 +298,29 @@ def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
         # its internal nodes first (they are its own state)
         for node in _own_nodes(registry, view):
             _rebuild(conn, registry, node)
+            others.pop(fold(node.name), None)
         _rebuild(conn, registry, view)
         others.pop(fold(view.name), None)
-        # views over the rebuilt ones read storage that changed without a ΔV: rebuilt after them
-        downstream = registry.downstream_order([view, *others.values()])
-        rebuilt = registry.upstream_first([*others.values(), *(v for v in downstream if fold(v.name) not in others)])
-        for other in rebuilt:
-            try:
-                with savepoint(conn):
-                    _rebuild(conn, registry, other)
-            except ENVIRONMENT_ERRORS:
-                raise
-            except (Error, apsw.Error) as exc:
-                # its progress in the old delta log is void: refused on read until its own REFRESH
-                reason = str(exc) if isinstance(exc, Error) else f"materialized view {other.name}: {describe(exc)}"
-                catalog.update_plan(conn, other.name, replace(other.entry.plan, needs_refresh=reason))
+        _rebuild_sharing(conn, registry, [view], others)
     registry.invalidate()
+
+
+def _rebuild_sharing(conn: apsw.Connection, registry: Registry, rebuilt: list[View], others: dict[str, View]) -> None:
+    """Rebuild `others`, views whose base table's capture was rebuilt (their progress in the old
+    delta log means nothing any more), and the views over them and over `rebuilt` (they read
+    storage that changed without a ΔV), upstream first. One that cannot be rebuilt (its columns
+    would change, its SELECT no longer compiles) is refused on read until its own REFRESH."""
+    downstream = registry.downstream_order([*rebuilt, *others.values()])
+    order = registry.upstream_first([*others.values(), *(v for v in downstream if fold(v.name) not in others)])
+    for other in order:
+        try:
+            with savepoint(conn):
+                _rebuild(conn, registry, other)
+        except ENVIRONMENT_ERRORS:
+            raise
+        except (Error, apsw.Error) as exc:
+            reason = str(exc) if isinstance(exc, Error) else f"materialized view {other.name}: {describe(exc)}"
+            catalog.update_plan(conn, other.name, replace(other.entry.plan, needs_refresh=reason))
 
 
 def _own_nodes(registry: Registry, view: View) -> list[View]:

@@ -82,6 +82,7 @@ class AggSpec:
     filter: int | None = None
     separator: str | None = None
     sql: str = ""  # the call as written, for messages and explain()
+    collation: str = "BINARY"  # COUNT(DISTINCT x) of a NOCASE/RTRIM value: the classes it counts
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,9 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["format"] = PLAN_FORMAT
+        for agg in data["aggs"]:  # (written only where it is not BINARY: plans older code reads stay as they were)
+            if agg["collation"] == "BINARY":
+                del agg["collation"]
         return data
 
     @classmethod

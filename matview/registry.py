@@ -24,6 +24,7 @@ from matview.plan import OutputColumn
 from matview.storage import catalog, readable
 from matview.storage.capture import capture_installed, missing_capture_tables, missing_tables
 from matview.storage.catalog import ViewEntry
+from matview.storage.concat_order import concat_order_problem, rowid_order_within_classes
 from matview.storage.schema import read_table, view_sql
 from matview.storage.viewstore import ViewTable
 from matview.zset import ZSet
@@ -149,6 +150,12 @@ class Registry:
                 )
             view.broken = self._validate(entry)
             view.stalled = self._missing_functions(entry)
+            if (
+                not view.broken
+                and view.circuit.one_rowid_table
+                and not (entry.plan.exact_groups and entry.plan.exact_distinct)
+            ):
+                view.circuit.trust_rowid_order(rowid_order_within_classes(self.conn, entry.plan, entry.sql))
             views[key] = view
         self.views = views
         self._dependents = None
@@ -311,6 +318,9 @@ class Registry:
                 f"materialized view {entry.name}: its catalog row does not match its table {tables[0]} "
                 "(a damaged file); REFRESH MATERIALIZED VIEW rebuilds it"
             )
+        problem = concat_order_problem(self.conn, entry.plan, entry.sql)
+        if problem is not None:
+            return f"materialized view {entry.name}: {problem}"
         for view_name, text in entry.plan.plain_views:
             now = view_sql(self.conn, view_name)
             if now != text:

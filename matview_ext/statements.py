@@ -37,6 +37,10 @@ _CREATE_INDEX = re.compile(
 _TABLE_DDL = re.compile(
     _LEAD + rf"(DROP\s+TABLE|DROP\s+VIEW|ALTER\s+TABLE)\s+(?:IF\s+EXISTS\s+)?{_QUALIFIED}", re.IGNORECASE
 )
+_TEMP_QUALIFIED = re.compile(
+    _LEAD + r"(?:DROP\s+TABLE|DROP\s+VIEW|ALTER\s+TABLE)\s+(?:IF\s+EXISTS\s+)?(?:temp|\"temp\")\s*\.", re.IGNORECASE
+)
+_ADD_COLUMN = re.compile(_LEAD + rf"ALTER\s+TABLE\s+{_QUALIFIED}\s+ADD\b", re.IGNORECASE)
 _FIRST_WORD = re.compile(_LEAD + r"([A-Za-z]+)")
 _OPTION = re.compile(r"\s*(\w+)\s*=\s*('(?:[^']|'')*'|\w+)\s*")
 
@@ -133,6 +137,16 @@ def table_ddl_target(sql: str) -> str | None:
     materialized view is both: a plain view in main, a virtual table in temp)."""
     match = _TABLE_DDL.match(sql)
     return unquote(match.group(2)) if match else None
+
+
+def names_temp(sql: str) -> bool:
+    """Whether a DROP TABLE / DROP VIEW / ALTER TABLE names its table in temp (`temp.t`)."""
+    return _TEMP_QUALIFIED.match(sql) is not None
+
+
+def adds_column(sql: str) -> bool:
+    """Whether the statement is `ALTER TABLE … ADD [COLUMN] …`."""
+    return _ADD_COLUMN.match(sql) is not None
 
 
 _BLANK = re.compile(_LEAD + r";?\s*\Z", re.DOTALL)

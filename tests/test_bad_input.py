@@ -379,7 +379,7 @@ def test_refresh_unknown_view(db: DB) -> None:
 #
 # Engine behaviour (checked and pinned here):
 # * through matview, DROP TABLE / ALTER TABLE of a table a view reads is refused with a
-#   matview.Error naming the view(s); nothing changes;
+#   matview.Error naming the view(s); nothing changes (ADD COLUMN: the views are rebuilt);
 # * matview cannot stop another client (stdlib sqlite3). After that client's DROP TABLE,
 #   ALTER TABLE ... ADD COLUMN / RENAME COLUMN / RENAME TO, every view over the table raises
 #   matview.SchemaChanged on read (never stale rows). REFRESH brings it back when its SELECT is
@@ -396,7 +396,14 @@ SCHEMA_CHANGES = [
 ]
 
 
-@pytest.mark.parametrize("ddl", SCHEMA_CHANGES)
+def test_add_column_under_a_view_through_matview_rebuilds_it(db: DB) -> None:
+    """(ADD COLUMN is maintained through matview: the views over the table are rebuilt.)"""
+    db.conn.execute("ALTER TABLE t ADD COLUMN d INTEGER DEFAULT 7")
+    assert db.conn.execute("SELECT count(*) FROM t").fetchall() == [(40,)]
+    db.assert_intact()
+
+
+@pytest.mark.parametrize("ddl", [ddl for ddl in SCHEMA_CHANGES if "ADD COLUMN" not in ddl])
 def test_schema_change_under_a_view_through_matview_is_refused(db: DB, ddl: str) -> None:
     before = schema(db.conn)
     with pytest.raises(matview.Error) as info:
@@ -751,3 +758,15 @@ def test_dropping_a_view_a_cursor_still_reads_says_so(tmp_path: Path) -> None:
     del cursor
     conn.execute("DROP MATERIALIZED VIEW v")
     assert conn.views() == []
+
+
+def test_index_hints_are_refused_by_name(tmp_path):
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(a, b)")
+    conn.execute("CREATE INDEX i ON t(a)")
+    for select, hint in [
+        ("SELECT a FROM t INDEXED BY i WHERE a > 1", "INDEXED BY"),
+        ("SELECT a FROM t NOT INDEXED", "NOT INDEXED"),
+    ]:
+        with pytest.raises(matview.UnsupportedQuery, match=f"{hint} \\(an index hint\\)"):
+            conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")

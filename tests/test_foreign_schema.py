@@ -177,3 +177,123 @@ def test_schema_change_by_another_client(tmp_path: Path, change: str) -> None:
             assert rows == before[table], table
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize(
+    "ddl",
+    ["ALTER TABLE a ADD COLUMN z INTEGER DEFAULT 5", "ALTER TABLE a RENAME COLUMN y TO z"],
+)
+def test_a_view_over_a_column_another_client_added_sees_its_changes(tmp_path, ddl):
+    """Another client alters a table views already read; a view created then over the new
+    column must not keep the old delta log (its triggers mirror the old columns, and would
+    miss the column's changes): the capture is rebuilt, and the older views with it."""
+    path = tmp_path / "db.sqlite"
+    conn = matview.connect(str(path))
+    conn.execute("CREATE TABLE a(id INTEGER PRIMARY KEY, g TEXT, y INTEGER DEFAULT 5)")
+    conn.execute("INSERT INTO a(g) VALUES ('p'), ('q')")
+    conn.execute("CREATE MATERIALIZED VIEW old AS SELECT g, count(*) AS n FROM a GROUP BY g")
+    stock_sqlite3(path, [ddl])
+    select = "SELECT g, sum(z) AS sz FROM a GROUP BY g"
+    conn.execute(f"CREATE MATERIALIZED VIEW vz AS {select}")
+    conn.execute("UPDATE a SET z = 100 WHERE g = 'p'")
+    conn.execute("INSERT INTO a(g, z) VALUES ('t', 3)")
+    stock_sqlite3(path, ["INSERT INTO a(g, z) VALUES ('t', 4)", "DELETE FROM a WHERE g = 'q'"])
+    assert_view_matches(conn, "vz", select)
+    assert_view_matches(conn, "old", "SELECT g, count(*) AS n FROM a GROUP BY g")
+
+
+def test_refresh_rebuilds_the_capture_of_a_table_read_only_through_a_node(tmp_path):
+    """REFRESH of a view whose altered table it reads only through an internal node (a LEFT
+    JOIN to an aggregate) rebuilds that table's capture too (it kept logging the old columns,
+    and later writes were folded with the columns swapped)."""
+    path = tmp_path / "db.sqlite"
+    conn = matview.connect(str(path))
+    conn.execute("CREATE TABLE c(id INTEGER PRIMARY KEY, name TEXT)")
+    conn.execute("CREATE TABLE o(id INTEGER PRIMARY KEY, cid INTEGER, amt INTEGER)")
+    conn.execute("INSERT INTO c(name) VALUES ('a'), ('b'), ('c')")
+    conn.execute("INSERT INTO o(cid, amt) VALUES (1, 5), (2, 3)")
+    select = (
+        "SELECT c.id, coalesce(t.total, 0) AS tot FROM c LEFT JOIN "
+        "(SELECT cid, sum(amt) AS total FROM o GROUP BY cid) t ON t.cid = c.id"
+    )
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")
+    swap = ["ALTER TABLE o RENAME COLUMN cid TO tmp", "ALTER TABLE o RENAME COLUMN amt TO cid"]
+    stock_sqlite3(path, [*swap, "ALTER TABLE o RENAME COLUMN tmp TO amt"])
+    with pytest.raises(matview.Error, match="REFRESH"):
+        conn.execute("SELECT * FROM v").fetchall()
+    conn.execute("REFRESH MATERIALIZED VIEW v")
+    conn.execute("INSERT INTO o(cid, amt) VALUES (3, 40)")
+    assert_view_matches(conn, "v", select)
+
+
+def test_add_column_on_a_matview_connection_rebuilds_the_views_over_the_table(tmp_path):
+    """An application's migration `ALTER TABLE t ADD COLUMN …` on a table views read: the column
+    is added and every view over the table rebuilt in the same transaction (was refused); a view
+    whose columns would change (`SELECT *`) makes it fail, naming it, with nothing changed. A
+    DROP/ALTER of the user's own TEMP table of that name is the user's business."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g TEXT, x INT)")
+    conn.execute("INSERT INTO t(g, x) VALUES ('a', 1), ('b', 2)")
+    views = {"agg": "SELECT g, sum(x) AS s FROM t GROUP BY g", "rows": "SELECT id, g, x FROM t WHERE x > 0"}
+    conn.execute(f"CREATE MATERIALIZED VIEW agg WITH (maintenance = 'deferred') AS {views['agg']}")
+    conn.execute(f"CREATE MATERIALIZED VIEW rows AS {views['rows']}")
+    conn.execute("INSERT INTO t(g, x) VALUES ('a', 5)")
+    conn.execute("ALTER TABLE t ADD COLUMN z INTEGER DEFAULT 7")
+    conn.execute("INSERT INTO t(g, x, z) VALUES ('c', 3, 9)")
+    views["by_z"] = "SELECT g, sum(z) FROM t GROUP BY g"
+    conn.execute(f"CREATE MATERIALIZED VIEW by_z AS {views['by_z']}")
+    conn.execute("UPDATE t SET z = 1, x = x + 1 WHERE g = 'a'")
+    for name, select in views.items():
+        assert_view_matches(conn, name, select)
+    conn.execute("CREATE MATERIALIZED VIEW everything AS SELECT * FROM t")
+    with pytest.raises(matview.Error, match="everything: its columns would change"):
+        conn.execute("ALTER TABLE t ADD COLUMN w TEXT")
+    assert [row[1] for row in conn.execute("PRAGMA table_info(t)")] == ["id", "g", "x", "z"]
+    with pytest.raises(matview.Error, match="DROP MATERIALIZED VIEW them first"):
+        conn.execute("ALTER TABLE t RENAME COLUMN x TO y")
+    conn.execute("CREATE TEMP TABLE t(q)")
+    conn.execute("ALTER TABLE t ADD COLUMN r")  # the temp table, which the name means first
+    conn.execute("DROP TABLE temp.t")
+    conn.execute("INSERT INTO t(g, x) VALUES ('d', 4)")
+    for name, select in views.items():
+        assert_view_matches(conn, name, select)
+
+
+@pytest.mark.parametrize(
+    "migration",
+    [
+        # SQLite's 12-step ALTER: a new table copied, the old one dropped, the new one renamed
+        [
+            "CREATE TABLE a_new(id INTEGER PRIMARY KEY, g TEXT, x INTEGER)",
+            "INSERT INTO a_new SELECT id, g, x * 10 FROM a",
+            "DROP TABLE a",
+            "ALTER TABLE a_new RENAME TO a",
+        ],
+        # the old table renamed away (its triggers go with it), a new one made under the name
+        [
+            "ALTER TABLE a RENAME TO a_backup",
+            "CREATE TABLE a(id INTEGER PRIMARY KEY, g TEXT, x INTEGER)",
+            "INSERT INTO a(g, x) SELECT g, x * 10 FROM a_backup",
+        ],
+    ],
+)
+def test_a_table_another_client_replaced_is_never_read_through_the_old_capture(tmp_path, migration):
+    """A view over a table another client replaced reads as an error until REFRESH; creating
+    another view on the table rebuilds the capture and the old view with it (it used to answer
+    again with its stale rows), and writes to a renamed-away table are not folded as the new one's."""
+    path = tmp_path / "db.sqlite"
+    conn = matview.connect(str(path))
+    conn.execute("CREATE TABLE a(id INTEGER PRIMARY KEY, g TEXT, x INTEGER)")
+    conn.execute("INSERT INTO a(g, x) VALUES ('p', 1), ('q', 2)")
+    select = "SELECT g, sum(x) AS s FROM a GROUP BY g"
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")
+    stock_sqlite3(path, migration)
+    with pytest.raises(matview.SchemaChanged):
+        conn.execute("SELECT * FROM v").fetchall()
+    conn.execute("INSERT INTO a(g, x) VALUES ('m', 7)")
+    conn.execute("CREATE MATERIALIZED VIEW other AS SELECT count(*) AS n FROM a")
+    conn.execute("INSERT INTO a(g, x) VALUES ('m', 9)")
+    if "a_backup" in " ".join(migration):
+        conn.execute("INSERT INTO a_backup(g, x) VALUES ('old', 5)")
+    assert_view_matches(conn, "v", select)
+    assert_view_matches(conn, "other", "SELECT count(*) AS n FROM a")

@@ -21,7 +21,7 @@ SCHEMA = [
     "CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT COLLATE NOCASE, region TEXT)",
     "CREATE TABLE orders(id INTEGER PRIMARY KEY, customer_id INTEGER, amount, status TEXT)",
     "CREATE TABLE regions(code TEXT PRIMARY KEY, label TEXT) WITHOUT ROWID",
-    "CREATE VIEW order_counts AS SELECT customer_id, count(*) AS n, max(amount) AS top FROM orders "
+    "CREATE VIEW order_counts AS SELECT customer_id, count(*) AS n, max(CAST(amount AS REAL)) AS top FROM orders "
     "GROUP BY customer_id",
 ]
 
@@ -54,7 +54,7 @@ VIEWS = {
     ),
     "case_over_padding": (
         "SELECT c.id, CASE WHEN t.m IS NULL THEN 'none' WHEN t.m > 5 THEN 'big' ELSE 'small' END AS size "
-        "FROM customers c LEFT JOIN (SELECT customer_id, max(amount) AS m FROM orders GROUP BY customer_id) t "
+        "FROM customers c LEFT JOIN (SELECT customer_id, max(CAST(amount AS REAL)) AS m FROM orders GROUP BY customer_id) t "
         "ON t.customer_id = c.id"
     ),
 }

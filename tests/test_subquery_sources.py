@@ -125,3 +125,21 @@ def test_refused_by_name(tmp_path, sql, words):
         conn.execute(f"CREATE MATERIALIZED VIEW v AS {sql}")
     conn.execute("INSERT INTO u VALUES (1, 1, 5)")  # nothing left behind
     assert conn.views() == []
+
+
+def test_a_plain_view_read_inside_a_subquery_redefined_by_another_client(tmp_path):
+    """A plain view read only inside a subquery is a dependency too: redefined (or dropped)
+    by another client, reading the materialized view says so instead of the old definition's rows."""
+    import sqlite3
+
+    path = str(tmp_path / "db.sqlite")
+    conn = matview.connect(path)
+    conn.execute("CREATE TABLE a(id INTEGER PRIMARY KEY, g TEXT, x INTEGER)")
+    conn.execute("INSERT INTO a(g, x) VALUES ('p', 1), ('q', 2), ('p', 5)")
+    conn.execute("CREATE VIEW pv AS SELECT g, x FROM a WHERE x > 1")
+    conn.execute("CREATE MATERIALIZED VIEW w AS SELECT a.id FROM a WHERE a.g IN (SELECT g FROM pv WHERE x > 1)")
+    stock = sqlite3.connect(path)
+    stock.executescript("DROP VIEW pv; CREATE VIEW pv AS SELECT g, x FROM a WHERE x > 3;")
+    stock.close()
+    with pytest.raises(matview.Error, match="pv it reads was redefined"):
+        conn.execute("SELECT * FROM w").fetchall()

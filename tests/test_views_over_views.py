@@ -225,7 +225,14 @@ def test_a_downstream_view_reads_the_types_and_collations_the_upstream_shows(tmp
     conn.execute("INSERT INTO t(x, name, y) VALUES ('2', 'bOB', 'b'), (X'35', 'x', 'b')")
     conn.execute("UPDATE t SET x = '05' WHERE id = 1")
     for name, sql in downs.items():
-        assert_view_matches(conn, name, sql)
+        if name != "d_group":
+            assert_view_matches(conn, name, sql)
+    # 'Ann'/'ANN' and 'bob'/'bOB' are one NOCASE group each: which spelling SQLite shows follows
+    # the order it reads the upstream in, so the group reads as an error until one is left
+    with pytest.raises(matview.Error, match="several spellings"):
+        conn.execute("SELECT * FROM d_group").fetchall()
+    conn.execute("DELETE FROM t WHERE name IN ('ANN', 'bOB')")
+    assert_view_matches(conn, "d_group", downs["d_group"])
 
 
 def test_an_overflowing_upstream_sum_stalls_its_dependents_instead_of_lying(tmp_path):

@@ -22,13 +22,25 @@ from typing import Any
 
 from matview.keys import SQLITE_INT_MAX, SQLITE_INT_MIN, canonical
 from matview.plan import AggSpec
-from matview.storage.state import StateStore, sqlite_order, storage_kind
+from matview.storage.state import TIED, StateStore, sqlite_order, storage_kind
 
 #: results that are not values: reading a view that shows one raises `matview.Error`
 OVERFLOW = b"\x00matview: integer overflow"
 ORDER_DEPENDENT = b"\x00matview: order-dependent sum"
+#: a GROUP BY or DISTINCT class with several variants ('a' and 'A' under NOCASE, 1 and 1.0)
+#: where the one SQLite shows follows a scan order matview does not know (see `operators.variants`)
+VARIANT_DEPENDENT = b"\x00matview: variant"
 RESULT_ERRORS = {
     OVERFLOW: "integer overflow (as its SELECT would raise)",
+    TIED: (
+        "MIN/MAX is tied between equal values of different types (1 and 1.0), and SQLite returns the one "
+        "its scan meets first; matview does not guess (use a typed column, or CAST the argument)"
+    ),
+    VARIANT_DEPENDENT: (
+        "a GROUP BY or DISTINCT value has several spellings SQLite calls equal ('a' and 'A' under NOCASE, "
+        "1 and 1.0 untyped) and which one it shows here follows its scan order; matview does not guess "
+        "(group by a BINARY, typed column, or by lower()/CAST of it)"
+    ),
     ORDER_DEPENDENT: (
         "a running sum leaves the number range in some row orders but not in others, so SQLite's "
         "SUM/TOTAL/AVG (integer overflow or ±Inf) depends on its scan order; matview does not guess"
@@ -232,7 +244,9 @@ class Accumulator:
             store.adjust(self.op, key, rowid, value, weight)
             return acc
         if spec.distinct:
-            old, new = store.adjust(self.op, key, value, None, weight)
+            # (a NOCASE/RTRIM COUNT(DISTINCT …) keeps each class under its canonical spelling)
+            ord_ = value if spec.collation == "BINARY" else canonical(value, spec.collation)
+            old, new = store.adjust(self.op, key, ord_, None, weight)
             if old <= 0 < new:
                 weight = 1
             elif new <= 0 < old:
@@ -249,7 +263,7 @@ class Accumulator:
         descending = func == "max"
         if not self.owns_multiset:
             # the owner writes the value (it comes first in the row); a deletion re-seeks
-            if weight < 0:
+            if weight < 0 or _ties(value, cached):
                 return [cached, True]
             if not stale and (cached is None or _strictly_better(value, cached, descending)):
                 return [value, False]
@@ -265,6 +279,8 @@ class Accumulator:
             # A −1 for another value may cancel a +1 this batch has not reached yet (a user's
             # trigger can log a row's delete before its insert): re-seek instead of trusting it.
             return [cached, True]
+        if _ties(value, cached):
+            return [cached, True]  # (re-seek: `StateStore.first` finds the tie)
         if not stale and (cached is None or _strictly_better(value, cached, descending)):
             acc = [value, False]
         return acc
@@ -283,6 +299,8 @@ class Accumulator:
             cached, stale = acc
             if stale:
                 cached = store.first(self.op, key, descending=func == "max")
+                if cached is TIED:
+                    return TIED  # (stays stale: the next result seeks again)
                 acc[0], acc[1] = cached, False
             return cached
         parts = [value for _, value, weight in store.entries(self.op, key) for _ in range(weight)]
@@ -290,6 +308,17 @@ class Accumulator:
             return None
         separator = "," if self.spec.separator is None else self.spec.separator
         return separator.join(parts)
+
+
+def _ties(value: Any, current: Any) -> bool:
+    """Whether two numbers are equal but of different storage classes (1 and 1.0)."""
+    return (
+        current is not None
+        and type(value) in (int, float)
+        and type(current) in (int, float)
+        and type(value) is not type(current)
+        and value == current
+    )
 
 
 def _strictly_better(value: Any, current: Any, descending: bool) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 from matview.evaluator import Evaluator
 from matview.keys import group_key, row_key
-from matview.operators.accumulators import RESULT_ERRORS, Accumulator
+from matview.operators.accumulators import RESULT_ERRORS, VARIANT_DEPENDENT, Accumulator
 from matview.operators.variants import count_variant, shown_variant
 from matview.plan import Plan
 from matview.storage.state import StateStore
@@ -51,6 +51,12 @@ class Aggregate:
         #: rowid order (a table scan's); None when it cannot tell
         self.first_variant: Callable[[StateStore, list[Any]], list[Any] | None] | None = None
         self.k = plan.group_count
+        self._extremes = any(a.func in ("min", "max") for a in plan.aggs)
+        #: whether the view shows a group's values (or computes with them): which variant it
+        #: shows matters only then
+        self._shows_groups = any(source == "group" for source, _ in plan.outputs) or any(
+            c.source[0] == "group" for c in plan.post_columns
+        )
         self.empty_key = EMPTY_KEY
         self.accumulators = [
             Accumulator(spec, op=op, coerce=evaluator.numeric_sum_term, owns_multiset=op == index + 1)
@@ -119,13 +125,22 @@ class Aggregate:
             if group[0] == 0 and plan.has_group_by:
                 store.put(GROUPS_OP, key, None)
                 continue
+            ambiguous = False
             if not plan.exact_groups:
                 variants = group[-1]
                 first = None
-                if variants and len(variants) > 1 and self.first_variant is not None:
-                    first = self.first_variant(store, group[1])
+                if variants and len(variants) > 1 and self._shows_groups:
+                    # SQLite shows the first row's variant of a scan (one rowid table: the least
+                    # rowid) — or, beside MIN/MAX, the extreme row's; elsewhere the scan order
+                    # is the join's or the plan's, which matview does not know
+                    if self.first_variant is None or self._extremes:
+                        ambiguous = True
+                    else:
+                        first = self.first_variant(store, group[1])
                 group[1] = first if first is not None else shown_variant(group[1], variants)
             results = [a.result(group[3 + i], store, key) for i, a in enumerate(self.accumulators)]
+            if ambiguous:
+                results = [VARIANT_DEPENDENT for _ in results] or [VARIANT_DEPENDENT]
             live.append((key, group, results))
         evaluated: list[tuple[list[Any], bool]] = []
         if plan.post_exprs or plan.having:
@@ -136,7 +151,10 @@ class Aggregate:
             exprs, keep = evaluated[position] if evaluated else ([], True)
             failed = next((r for r in results if type(r) is bytes and r in RESULT_ERRORS), None)
             row = None
-            if failed is not None:
+            if failed is VARIANT_DEPENDENT:
+                row = [failed] * len(plan.outputs)  # (the GROUP BY values themselves are in doubt)
+                delta.add(row_key(row), 1)
+            elif failed is not None:
                 # SQLite's SELECT raises for the whole query, whatever the HAVING or the select
                 # list use of the failed aggregate: the group's aggregates and expressions are
                 # the error (its GROUP BY values stay, so a filter on them finds it), or every

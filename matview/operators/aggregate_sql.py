@@ -20,7 +20,7 @@ import apsw
 from matview.keys import group_key
 from matview.names import quote
 from matview.operators import real_sums
-from matview.operators.accumulators import SumState, _strictly_better
+from matview.operators.accumulators import SumState, _strictly_better, _ties
 from matview.storage.state import STORAGE_KIND_SQL, StateStore
 from matview.zset import ZSet
 
@@ -84,6 +84,9 @@ def sql_step(
             layout.append(("minmax", len(parts)))
             parts.append(f'{extreme}(CASE WHEN {condition}"__w" > 0 THEN {arg} END)')
             parts.append(f'{extreme}(CASE WHEN {condition}"__w" < 0 THEN {arg} END)')
+            # integers and reals among the inserted values: the extreme may be tied across them
+            numeric = f"{condition}typeof({arg}) IN ('integer', 'real')"
+            parts.append(f"count(DISTINCT CASE WHEN {numeric} THEN typeof({arg}) END)")
     parts.append('max(abs("__w"))')  # the partials above assume every weight is ±1
     group_by = f" GROUP BY {', '.join(groups)}" if groups else ""
     select_groups = ", ".join(groups) + ", " if groups else ""
@@ -119,9 +122,9 @@ def sql_step(
                 if row[at + 5]:
                     reals[index] = reals.get(index, 0) + row[at + 5]
             else:
-                inserted, deleted = row[at], row[at + 1]
+                inserted, deleted, numeric_kinds = row[at], row[at + 1], int(row[at + 2] or 0)
                 cached, was_stale = group[slot]
-                if deleted is not None:
+                if deleted is not None or numeric_kinds > 1 or _ties(inserted, cached):
                     # The delta deletes a value, maybe the extreme or a value it inserted itself:
                     # re-seek in the ordered state once it is updated below. A group's delta
                     # that only inserts (CREATE's, most folds' of new rows) moves the extreme

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from matview.keys import group_key, row_key, row_of
+from matview.operators.accumulators import VARIANT_DEPENDENT
 from matview.operators.variants import count_variant, shown_variant
 from matview.storage.state import StateStore
 from matview.zset import ZSet
@@ -55,8 +56,12 @@ class Distinct:
             if new > 0:
                 if not self.exact:
                     first = None
-                    if variants and len(variants) > 1 and self.first_variant is not None:
-                        first = self.first_variant(store, list(row))
+                    if variants and len(variants) > 1:
+                        if self.first_variant is None:
+                            # which variant SQLite shows follows a scan order matview does not know
+                            first = [VARIANT_DEPENDENT] * len(row)
+                        else:
+                            first = self.first_variant(store, list(row))
                     shown = first if first is not None else shown_variant(shown if count > 0 else row, variants)
                 out.add(row_key(shown), 1)
             store.put(DISTINCT_OP, key, None if new == 0 else [new, shown, variants])

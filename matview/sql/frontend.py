@@ -77,7 +77,8 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
         plan = combine(conn, [(c.plan, c.source) for c in compiled], operation)
         arms_ = tuple(replace(c, plan=replace(c.plan, auto_indexes=auto_indexes)) for c in compiled)
         return Compiled(replace(plan, auto_indexes=auto_indexes), compiled[0].tree, compiled[0].source, arms_)
-    expanded = expand_subquery_sources(conn, sql)
+    read_views: dict[str, str] = {}  # plain views a subquery reads (name: CREATE VIEW text)
+    expanded = expand_subquery_sources(conn, sql, read_views)
     inlined = inline_query(conn, expanded)
     if inlined.sql != sql:
         sql, tokens = one_statement(inlined.sql)
@@ -92,7 +93,8 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
     plan = build_plan(conn, sql, clauses, source, names, decltypes, tree)
     if has_subquery(sql):
         plan = with_subqueries(conn, plan, source)
-    plan = replace(plan, functions=functions, auto_indexes=auto_indexes, plain_views=inlined.views)
+    plain_views = tuple({**read_views, **dict(inlined.views)}.items())
+    plan = replace(plan, functions=functions, auto_indexes=auto_indexes, plain_views=plain_views)
     return Compiled(plan, tree, source)
 
 
@@ -238,7 +240,7 @@ def build_plan(
     # GROUP BY terms: ordinals and aliases name select items; columns win over aliases.
     group_terms: list[tuple[Token, ...]] = []
     for span in split_top_level(sql, clauses.group.tokens) if clauses.group else []:
-        toks = span.tokens
+        toks = _without_outer_parentheses(sql, span.tokens)
         if len(toks) == 1 and toks[0].kind == TokenType.NUMBER and toks[0].text.isdigit():
             position = int(toks[0].text)
             if not 1 <= position <= len(items):
@@ -309,3 +311,18 @@ def build_plan(
         having=having,
         rowid_column=rowid_column,
     )
+
+
+def _without_outer_parentheses(sql: str, tokens: tuple[Token, ...]) -> tuple[Token, ...]:
+    """A GROUP BY term written `(expr)` (as the inline pass writes an alias it replaces) is
+    `expr`, so it matches the select item it groups by; a row value `(a, b)` or a subquery
+    keeps its parentheses."""
+    while (
+        len(tokens) > 2
+        and tokens[0].kind == TokenType.L_PAREN
+        and matching_paren(tokens, 0) == len(tokens) - 1
+        and tokens[1].kind not in (TokenType.SELECT, TokenType.WITH, TokenType.VALUES)
+        and len(split_top_level(sql, tokens[1:-1])) == 1
+    ):
+        tokens = tokens[1:-1]
+    return tokens

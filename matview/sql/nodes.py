@@ -66,7 +66,7 @@ def extract_nodes(conn: apsw.Connection, sql: str, owner: str) -> tuple[str, lis
         tokens = tokenize(body)
     if not tokens or tokens[0].kind != TokenType.SELECT:
         return sql, []
-    inner = _star_over_set_operation(body, tokens, prefix, ctes)
+    inner = _star_over_derived(body, tokens, prefix, ctes)
     if inner is not None:
         return extract_nodes(conn, prefix + inner, owner)
     if set_operators(tokens):
@@ -90,9 +90,11 @@ def extract_nodes(conn: apsw.Connection, sql: str, owner: str) -> tuple[str, lis
     return prefix + rewritten, list(nodes.values())
 
 
-def _star_over_set_operation(body: str, tokens: list[Token], prefix: str, ctes: dict[str, Cte]) -> str | None:
-    """`SELECT * FROM d`, d a set operation (a FROM-subquery, or a CTE without a column list),
-    is that set operation: the same rows under the same column names. None otherwise."""
+def _star_over_derived(body: str, tokens: list[Token], prefix: str, ctes: dict[str, Cte]) -> str | None:
+    """`SELECT * FROM d`, d a set operation or an aggregating or DISTINCT SELECT (a FROM-subquery,
+    or a CTE without a column list), is d: the same rows under the same column names (so the
+    CTEs d reads are its derived tables: `WITH t AS (… GROUP BY …), u AS (SELECT n, count(*) FROM
+    t GROUP BY n) SELECT * FROM u`). None otherwise."""
     clauses = split_clauses(body, tokens)
     if not clauses.from_ or not _reads_alone(clauses) or clauses.limit:
         return None
@@ -104,7 +106,7 @@ def _star_over_set_operation(body: str, tokens: list[Token], prefix: str, ctes: 
     if inner is None and item.name is not None and not item.schema:
         cte = ctes.get(fold(item.name))
         inner = cte.body if cte is not None and cte.columns is None else None
-    if inner is None or not _is_compound(inner):
+    if inner is None or not (_is_compound(inner) or any(_shape(inner)) or _reads_aggregating_cte(inner, ctes)):
         return None
     if prefix and tokenize(inner)[0].kind == TokenType.WITH:
         return None  # (two WITH lists)
@@ -274,6 +276,12 @@ def _from_nodes(
             continue
         inner, node_sql = found
         distinct, aggregates = _shape(inner)
+        # over an aggregating CTE: a select-project-join one (`r AS (SELECT … FROM t WHERE s > 10)`,
+        # t grouped) is that aggregate with a larger HAVING once inlined — state of its own too;
+        # an aggregating one is an aggregate of an aggregate, which no inlining merges
+        over_aggregate = _reads_aggregating_cte(inner, ctes)
+        nested = aggregates and over_aggregate
+        aggregates = aggregates or (not distinct and over_aggregate)
         # a subquery in it: the inline pass cannot flatten it (its names would move scope)
         subquery = _has_expression_subquery(inner) and not (prefix and inner.lstrip()[:4].upper() == "WITH")
         compound = _is_compound(inner)
@@ -284,7 +292,7 @@ def _from_nodes(
             and not (distinct or aggregates or subquery or compound)
             and _keeps_a_key(conn, inner)
         )
-        if not (distinct or subquery or compound or keyed or (aggregates and again)):
+        if not (distinct or subquery or compound or keyed or nested or (aggregates and again)):
             continue
         if outer and not (aggregates or distinct or keyed):
             continue  # (a select-project-join one without its table's key: refused by the inline pass, by name)
@@ -367,6 +375,22 @@ def _is_compound(select: str) -> bool:
     if tokens and tokens[0].kind == TokenType.WITH:
         tokens = tokenize(read_with(select, tokens, {})[1])
     return bool(set_operators(tokens))
+
+
+def _reads_aggregating_cte(select: str, ctes: dict[str, Cte], depth: int = 0) -> bool:
+    """Whether a SELECT reads, directly or through select-project-join CTEs, a CTE that
+    aggregates or is DISTINCT."""
+    tokens = tokenize(select)
+    if depth > 32 or not tokens or tokens[0].kind != TokenType.SELECT or set_operators(tokens):
+        return False
+    clauses = split_clauses(select, tokens)
+    if not clauses.from_:
+        return False
+    for item in read_from_items(select, list(clauses.from_.tokens), check=False):
+        cte = ctes.get(fold(item.name or "")) if item.body is None and not item.schema else None
+        if cte is not None and (any(_shape(cte.body)) or _reads_aggregating_cte(cte.body, cte.scope, depth + 1)):
+            return True
+    return False
 
 
 def _reads_alone(clauses: Clauses) -> bool:

@@ -203,9 +203,12 @@ class SelectList:
                     f"{where} with DISTINCT over column {base.name}, which has no type affinity (or a "
                     "NOCASE/RTRIM collation): equal values of different types make the result unspecified"
                 )
+        collation = "BINARY"
         if (call.distinct or func in ("min", "max")) and args:
-            collation = self.collation_of(args[0].tokens)
-            if check_collation(collation, where) != "BINARY":
+            collation = check_collation(self.collation_of(args[0].tokens), where)
+            # COUNT(DISTINCT email) counts NOCASE classes, whichever spelling each shows
+            counted = func == "count" and call.distinct
+            if collation != "BINARY" and not counted:
                 raise UnsupportedQuery(f"{where} over a {collation}-collated value is not supported yet")
         arg_index = filter_index = None
         extreme = (args[0].text, call.filter.text if call.filter is not None else None) if args else None
@@ -220,7 +223,7 @@ class SelectList:
                 filter_index = self.add_stage1(f"CASE WHEN ({call.filter.text}) THEN 1 ELSE 0 END")
             if func in ("min", "max") and not call.distinct and extreme is not None:
                 self.extreme_columns[extreme] = (arg_index, filter_index)
-        spec = AggSpec(func, call.distinct, arg_index, filter_index, separator, sql)
+        spec = AggSpec(func, call.distinct, arg_index, filter_index, separator, sql, collation)
         self.aggs.append(spec)
         self.agg_keys[key] = len(self.aggs) - 1
         return len(self.aggs) - 1

@@ -27,9 +27,10 @@ from matview.sql.sqltext import depth_walk, matching_paren, splice, tokenize
 _MAX_ROUNDS = 32  # CTEs and views nested deeper than this inside a subquery are refused
 
 
-def expand_subquery_sources(conn: apsw.Connection, sql: str) -> str:
+def expand_subquery_sources(conn: apsw.Connection, sql: str, views: dict[str, str] | None = None) -> str:
     """`sql` with every CTE or plain view that a subquery in an expression reads written as
-    its SELECT (see the module docstring)."""
+    its SELECT (see the module docstring); `views` gets each plain view expanded (name: its
+    CREATE VIEW text), which the view then depends on as on one it inlines from FROM."""
     tokens = tokenize(sql)
     ctes: dict[str, Cte] = {}
     head, body = "", sql
@@ -37,14 +38,14 @@ def expand_subquery_sources(conn: apsw.Connection, sql: str) -> str:
         ctes, body = read_with(sql, tokens, {})
         head = sql[: len(sql) - len(body)]
     for _round in range(_MAX_ROUNDS):
-        expanded = _expand_once(conn, body, ctes)
+        expanded = _expand_once(conn, body, ctes, views if views is not None else {})
         if expanded == body:
             return head + body
         body = expanded
     raise UnsupportedQuery(f"CTEs or views nested more than {_MAX_ROUNDS} deep inside a subquery")
 
 
-def _expand_once(conn: apsw.Connection, sql: str, ctes: dict[str, Cte]) -> str:
+def _expand_once(conn: apsw.Connection, sql: str, ctes: dict[str, Cte], views: dict[str, str]) -> str:
     tokens = tokenize(sql)
     depths = depth_walk(tokens)
     edits: list[tuple[int, int, str]] = []
@@ -72,7 +73,7 @@ def _expand_once(conn: apsw.Connection, sql: str, ctes: dict[str, Cte]) -> str:
             for item in read_from_items(sql, list(tokens[index + 1 : stop]), check=False):
                 if item.name is None or item.schema:
                     continue
-                replacement = _definition(conn, item.name, ctes)
+                replacement = _definition(conn, item.name, ctes, views)
                 if replacement is not None:
                     alias = "" if item.aliased else f" AS {quote(item.name)}"
                     edits.append((item.name_span[0], item.name_span[1], f"({replacement}){alias}"))
@@ -93,7 +94,7 @@ def _ends_from(kind: TokenType) -> bool:
     )
 
 
-def _definition(conn: apsw.Connection, name: str, ctes: dict[str, Cte]) -> str | None:
+def _definition(conn: apsw.Connection, name: str, ctes: dict[str, Cte], views: dict[str, str]) -> str | None:
     """The SELECT a CTE in scope or a plain view named `name` stands for; None for a table,
     a materialized view, or one with a column list."""
     cte = ctes.get(fold(name))
@@ -105,11 +106,14 @@ def _definition(conn: apsw.Connection, name: str, ctes: dict[str, Cte]) -> str |
     text = plain_view_sql(conn, name)
     if text is None:
         return None
-    _name, columns, select = view_parts(text)
+    view_name, columns, select = view_parts(text)
     captured = [n for n in names_in_from(select) if fold(n) in ctes]
     if captured:
         # written into the query, the view's table would be read as the query's CTE
         raise UnsupportedQuery(
             f"view {name} inside a subquery reads {captured[0]}, which this query names a CTE: rename the CTE"
         )
-    return None if columns else select
+    if columns:
+        return None
+    views[view_name] = text
+    return select

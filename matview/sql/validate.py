@@ -39,6 +39,19 @@ def one_statement(sql: str) -> tuple[str, list[Token]]:
     return sql, tokens
 
 
+def refuse_index_hints(sql: str) -> None:
+    """`INDEXED BY i` / `NOT INDEXED` name how SQLite should read one table: the delta terms read
+    other sources in its place, where the hint means nothing (SQLite would reject it there)."""
+    tokens = tokenize(sql)
+    words = [" ".join(t.text.upper().split()) for t in tokens if t.kind != TokenType.STRING]
+    for first, second in zip(words, [*words[1:], ""]):
+        hint = "INDEXED BY" if first == "INDEXED BY" else None
+        if (first, second) == ("NOT", "INDEXED"):
+            hint = "NOT INDEXED"
+        if hint is not None:
+            raise UnsupportedQuery(f"{hint} (an index hint) is not supported in a materialized view")
+
+
 def drop_main_qualifiers(sql: str) -> str:
     """`main.t.c` written as a column reference becomes `t.c` (the same column: a table of
     main read without an alias is named `t` too), so the passes that replace a table by its

@@ -55,6 +55,15 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
         f"{quote(names.ROWID)} INTEGER, {cols}, {quote(names.WEIGHT)} INTEGER NOT NULL)"
     )
     conn.execute(f"CREATE TABLE IF NOT EXISTS {pre} ({quote(names.ROWID)} INTEGER, {cols})")
+    # A row whose conflict IGNORE / DO NOTHING skipped leaves its preimage behind (no AFTER trigger
+    # runs; the row's delete or update removes it later): every later write of the table probes
+    # the preimage table, by this index rather than by a scan of whatever was left there.
+    # (one index per key a conflict can be on, so SQLite probes each term of the triggers' ORs)
+    probes: list[tuple[str, ...]] = [(names.ROWID,)] if table.has_rowid else []
+    probes += [key for key in (table.primary_key, *table.unique_keys) if key and key not in probes]
+    for number, key in enumerate(probes):
+        index = quote(f"{names.PREFIX}pre_{table.name}_{number}")
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {index} ON {pre} ({', '.join(quote(c) for c in key)})")
     rid = table.rowid_name
     user_columns = [quote(c.name) for c in table.columns]
     column_list = ", ".join(user_columns)
@@ -194,10 +203,25 @@ def missing_capture_tables(conn: apsw.Connection, table: str) -> list[str]:
 
 
 def capture_installed(conn: apsw.Connection, table: str) -> bool:
-    """True when every capture trigger of `table` exists (a DROP TABLE removes them)."""
+    """True when every capture trigger of `table` exists on it (a DROP TABLE removes them; an
+    `ALTER TABLE … RENAME TO` by another client takes them to the renamed table)."""
     wanted = [names.trigger(table, e) for e in CAPTURE_EVENTS]
     marks = ", ".join("?" * len(wanted))
     found = scalar(
-        conn, f"SELECT count(*) FROM main.sqlite_master WHERE type = 'trigger' AND name IN ({marks})", wanted
+        conn,
+        f"SELECT count(*) FROM main.sqlite_master WHERE type = 'trigger' AND name IN ({marks}) "
+        f"AND tbl_name = ? COLLATE NOCASE",
+        (*wanted, table),
     )
     return bool(found == len(wanted))
+
+
+def capture_is_stale(conn: apsw.Connection, table: TableInfo) -> bool:
+    """Whether `table`'s delta log mirrors other columns than the table has now (another
+    connection added, renamed or retyped one): its triggers log the old column list, so a view
+    over the new one would miss its changes."""
+    logged = [
+        (names.fold(str(row[1])), str(row[2]).upper())
+        for row in conn.execute("SELECT * FROM pragma_table_info(?)", (names.delta_table(table.name),))
+    ][2:-1]  # (less the sequence number, the rowid and the weight)
+    return logged != [(names.fold(c.name), c.decltype.upper()) for c in table.columns]

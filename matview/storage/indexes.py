@@ -28,6 +28,7 @@ from matview.plan import Plan
 from matview.sql.from_clause import FromClause
 from matview.sql.frontend import Compiled
 from matview.storage import catalog
+from matview.storage.concat_order import concat_order_problem, query_plan
 from matview.storage.schema import read_table
 
 Probe = tuple[str, str]  # (column, collation)
@@ -128,17 +129,12 @@ def create_index(conn: apsw.Connection, table: str, probes: list[Probe]) -> str 
 
 
 def refuse_group_concat_through_own_index(conn: apsw.Connection, plan: Plan, sql: str) -> None:
-    """A GROUP_CONCAT view whose SELECT SQLite answers through one of matview's indexes (made
-    for another view) would concatenate in that index's order, not the scan order kept here."""
-    if not any(a.func == "group_concat" for a in plan.aggs):
-        return
-    for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}"):
-        detail = str(row[3])
-        if f"INDEX {names.PREFIX}ix_" in detail:
-            raise UnsupportedQuery(
-                f"GROUP_CONCAT here: SQLite answers this SELECT through matview's index ({detail}), in that "
-                "index's order rather than the table's; this order is not maintained yet"
-            )
+    """A GROUP_CONCAT view whose SELECT SQLite answers through an index with other columns than
+    its GROUP BY's (a user's, or one matview made for another view) concatenates in that
+    index's order, not the rowid order kept here (`concat_order`)."""
+    problem = concat_order_problem(conn, plan, sql)
+    if problem is not None:
+        raise UnsupportedQuery(problem)
 
 
 def group_concat_plans(conn: apsw.Connection, table: str) -> list[str]:
@@ -148,10 +144,7 @@ def group_concat_plans(conn: apsw.Connection, table: str) -> list[str]:
     for entry in catalog.load_views(conn).values():
         concatenates = any(a.func == "group_concat" for a in entry.plan.aggs)
         if concatenates and fold(table) in {fold(t) for t in entry.plan.sources}:
-            try:
-                details += [str(row[3]) for row in conn.execute(f"EXPLAIN QUERY PLAN {entry.sql}")]
-            except apsw.Error:
-                continue
+            details += query_plan(conn, entry.sql)
     return details
 
 

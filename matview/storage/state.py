@@ -50,6 +50,9 @@ def storage_kind(value: Any) -> int:
 
 _ENTRY = "operator_id = ? AND key = ? AND ord = ? AND kind = ?"  # one ordered-state entry
 
+#: what `first` returns when the extreme is tied between storage classes (1 and 1.0)
+TIED = b"\x00matview: extreme tied across types"
+
 #: the same, in SQL, for entries written set at a time
 STORAGE_KIND_SQL = "CASE typeof({v}) WHEN 'integer' THEN 1 WHEN 'real' THEN 2 WHEN 'text' THEN 3 ELSE 4 END"
 
@@ -131,9 +134,10 @@ class StateStore:
         entry.delta += weight
 
     def first(self, op: int, key: bytes, descending: bool) -> Any:
-        """The least (or greatest) ord with positive weight, or None."""
+        """The least (or greatest) ord with positive weight, or None; `TIED` when values of two
+        storage classes share it (1 and 1.0: SQLite returns the one its scan meets first)."""
         pending = self._ordered.get((op, key), {})
-        best: Any = None
+        found: list[tuple[Any, int]] = []  # (ord, kind) of the best, and of the next after it
         order = "DESC" if descending else "ASC"
         for ord_, kind, weight in self.conn.execute(
             f"SELECT ord, kind, weight FROM {self.ostate} WHERE operator_id = ? AND key = ? ORDER BY ord {order}",
@@ -141,13 +145,21 @@ class StateStore:
         ):
             entry = pending.get((kind, canonical(ord_)))
             if weight + (entry.delta if entry else 0) > 0:
-                best = ord_
-                break
+                found.append((ord_, kind))
+                if len(found) == 2:
+                    break
         for entry in pending.values():
             # an entry not (known to be) stored is a candidate when its delta is positive
-            positive_and_new = entry.persisted in (0, UNKNOWN) and entry.delta > 0
-            if positive_and_new and (best is None or _better(entry.ord, best, descending)):
-                best = entry.ord
+            if entry.persisted in (0, UNKNOWN) and entry.delta > 0:
+                found.append((entry.ord, entry.kind))
+        if not found:
+            return None
+        best, kind = found[0]
+        for ord_, other in found[1:]:
+            if _better(ord_, best, descending):
+                best, kind = ord_, other
+        if any(ord_ == best and other != kind for ord_, other in found):
+            return TIED
         return best
 
     def entries(self, op: int, key: bytes) -> Iterator[tuple[Any, Any, int]]:
