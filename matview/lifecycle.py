@@ -31,7 +31,7 @@ from matview.storage.capture import (
     remove_capture,
 )
 from matview.storage.catalog import ViewEntry
-from matview.storage.concat_order import rowid_order_within_classes
+from matview.storage.concat_order import variant_order_problem
 from matview.storage.indexes import drop_unused as drop_unused_indexes
 from matview.storage.indexes import refuse_group_concat_through_own_index, with_indexes
 from matview.storage.schema import affinity, read_table, table_kind
@@ -129,7 +129,9 @@ def create_view(
         catalog.save_view(conn, entry)
         view = View(entry, Circuit(name, plan, registry.evaluator), view_table)
         if view.circuit.one_rowid_table and not (plan.exact_groups and plan.exact_distinct):
-            view.circuit.trust_rowid_order(rowid_order_within_classes(conn, plan, entry.sql))
+            problem = variant_order_problem(conn, plan, entry.sql)
+            if problem is not None:
+                raise UnsupportedQuery(problem)
         (populate or _populate)(conn, view)
         registry.invalidate()
         readable.create_plain_view(conn, name, plan)

@@ -24,7 +24,7 @@ from matview.plan import OutputColumn
 from matview.storage import catalog, readable
 from matview.storage.capture import capture_installed, missing_capture_tables, missing_tables
 from matview.storage.catalog import ViewEntry
-from matview.storage.concat_order import concat_order_problem, rowid_order_within_classes
+from matview.storage.concat_order import concat_order_problem, variant_order_problem
 from matview.storage.schema import read_table, view_sql
 from matview.storage.viewstore import ViewTable
 from matview.zset import ZSet
@@ -155,7 +155,8 @@ class Registry:
                 and view.circuit.one_rowid_table
                 and not (entry.plan.exact_groups and entry.plan.exact_distinct)
             ):
-                view.circuit.trust_rowid_order(rowid_order_within_classes(self.conn, entry.plan, entry.sql))
+                problem = variant_order_problem(self.conn, entry.plan, entry.sql)
+                view.broken = None if problem is None else f"materialized view {entry.name}: {problem}"
             views[key] = view
         self.views = views
         self._dependents = None
@@ -355,8 +356,9 @@ class Registry:
         for table in entry.base_tables:  # (those read through upstream views too: the catalog's own list)
             if table not in entry.plan.base_tables and not capture_installed(self.conn, table):
                 return (
-                    f"materialized view {entry.name}: its catalog entry names a base table {table} without "
-                    "change capture (a damaged file); DROP the view and CREATE it again"
+                    f"materialized view {entry.name}: the base table {table} it reads through another view or a "
+                    "subquery has no change capture (dropped and created again, or renamed, by another "
+                    "connection); REFRESH MATERIALIZED VIEW or DROP it"
                 )
         return None
 

@@ -35,7 +35,7 @@ from matview.db import scalar
 from matview.errors import Error, UnsupportedQuery
 from matview.keys import row_of
 from matview.names import fold, is_node, quote
-from matview.operators.accumulators import RESULT_ERRORS, result_error_markers_sql
+from matview.operators.accumulators import RESULT_ERRORS, VARIANT_DEPENDENT, result_error_markers_sql
 from matview.plan import OutputColumn, Upstream
 from matview.storage import catalog
 from matview.storage.catalog import ViewEntry
@@ -132,6 +132,12 @@ class UpstreamSource:
         names_ = ", ".join(quote(c.name) for c in upstream.columns)
         weight = quote(names.WEIGHT)
         self._shown = ", ".join(_read_as_declared(view, c, upstream.aggregate) for c in upstream.columns)
+        # a row whose spelling SQLite would pick by scan order (VARIANT_DEPENDENT in every column)
+        # raises where a downstream term reads it, whichever column it reads
+        first = quote(upstream.columns[0].name)
+        marker = f"X'{VARIANT_DEPENDENT.hex()}'"
+        arguments = f"{_literal(view)}, {_literal(upstream.columns[0].name)}, {first}"
+        self._variant_check = f" WHERE CASE WHEN {first} IS {marker} THEN {UNREADABLE_FUNCTION}({arguments}) ELSE 1 END"
         self._stored = f"SELECT {names_}, {weight} FROM main.{quote(names.view_table(view))}"
         self._delta = f"SELECT {names_}, {weight} FROM temp.{quote(names.view_delta_table(view))}"
         self._negated_delta = f"SELECT {names_}, -{weight} FROM temp.{quote(names.view_delta_table(view))}"
@@ -139,7 +145,7 @@ class UpstreamSource:
         self._column_names = [quote(c.name) for c in upstream.columns]
 
     def _project(self, inner: str) -> str:
-        return f"(SELECT {self._shown}, {quote(names.WEIGHT)} FROM ({inner}))"
+        return f"(SELECT {self._shown}, {quote(names.WEIGHT)} FROM ({inner}){self._variant_check})"
 
     def delta(self) -> str:
         return self._project(self._delta)
@@ -201,6 +207,9 @@ def write_delta(conn: apsw.Connection, view: str, width: int, delta: ZSet[bytes]
     conn.execute(f"DELETE FROM {table}")
     if delta:
         rows = [(*row_of(key), weight) for key, weight in delta.items()]
+        for row in rows:
+            if row[0] is not None and type(row[0]) is bytes and row[0] == VARIANT_DEPENDENT and row[-1] > 0:
+                unreadable(view, "", row[0])  # (a whole row in doubt: every reader reads it)
         if is_node(view):
             # an internal node's row that is an error (an overflowing aggregate) fails its view
             # as the user's one SELECT would, even where no delta term reads the column (a user's

@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
-from oracle import create_views_both_modes, drive_write_mix
+from oracle import assert_views_match, create_views_both_modes, drive_write_mix
 
 import matview
 
@@ -62,3 +62,20 @@ def test_cte_chains_over_aggregates(tmp_path: Path, seed: int) -> None:
         conn.execute(sql)
     live = create_views_both_modes(conn, VIEWS)
     drive_write_mix(path, conn, live, _write, rng, steps=16)
+
+
+def test_star_over_an_aggregating_cte_in_a_set_operation_keeps_every_arm(tmp_path: Path) -> None:
+    """`SELECT * FROM t UNION ALL SELECT * FROM t`, t an aggregating CTE: the statement is the
+    set operation, not t's body (review: the other arms were lost)."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE o(id INTEGER PRIMARY KEY, cid INTEGER)")
+    conn.execute("INSERT INTO o(cid) VALUES (1), (1), (2)")
+    views = {
+        "twice": "WITH t AS (SELECT cid, count(*) AS n FROM o GROUP BY cid) SELECT * FROM t UNION ALL SELECT * FROM t",
+        "chained": "WITH t AS (SELECT cid, count(*) AS n FROM o GROUP BY cid), r AS (SELECT * FROM t WHERE n > 1) "
+        "SELECT * FROM r UNION ALL SELECT * FROM t",
+    }
+    live = create_views_both_modes(conn, views)
+    conn.execute("INSERT INTO o(cid) VALUES (2), (3)")
+    conn.execute("DELETE FROM o WHERE id = 1")
+    assert_views_match(conn, live)

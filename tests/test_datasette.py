@@ -116,9 +116,7 @@ def test_plugin_is_registered_by_entry_point() -> None:
 
 
 def test_database_page_hides_internal_tables_and_nodes(shop: Path) -> None:
-    (status, listing), (html_status, html), (_, shown) = fetch(
-        [shop], ["/shop.json", "/shop", "/shop?_show_hidden=1"]
-    )
+    (status, listing), (html_status, html), (_, shown) = fetch([shop], ["/shop.json", "/shop", "/shop?_show_hidden=1"])
     assert status == html_status == 200
     tables = {t["name"]: t["hidden"] for t in listing["tables"]}
     internal = {name for name in tables if name.startswith(names.PREFIX)}

@@ -94,3 +94,26 @@ def test_columns_no_grouped_key_determines_are_refused(tmp_path: Path, select: s
         conn.execute(sql)
     with pytest.raises(matview.UnsupportedQuery, match="neither aggregated nor a GROUP BY column"):
         conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")
+
+
+@pytest.mark.parametrize(
+    "setup, select",
+    [
+        # a key unique under BINARY over a NOCASE column: one NOCASE group holds 'x' and 'X' (review)
+        (
+            "CREATE TABLE r(k TEXT NOT NULL COLLATE NOCASE, v, PRIMARY KEY (k COLLATE BINARY))",
+            "SELECT r.v, count(*) FROM r JOIN o ON o.day = r.k GROUP BY r.k",
+        ),
+        (
+            "CREATE TABLE r(a INT NOT NULL, b TEXT NOT NULL COLLATE NOCASE, v, PRIMARY KEY (a, b COLLATE BINARY)) "
+            "WITHOUT ROWID",
+            "SELECT r.v, count(*) FROM r GROUP BY r.a, r.b",
+        ),
+    ],
+)
+def test_a_key_finer_than_its_columns_determines_nothing(tmp_path, setup, select):
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    for sql in [*SETUP, setup]:
+        conn.execute(sql)
+    with pytest.raises(matview.UnsupportedQuery, match="neither aggregated nor a GROUP BY column"):
+        conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")

@@ -82,6 +82,16 @@ def test_grouped_subqueries_over_exact_keys(tmp_path: Path, seed: int) -> None:
         "SELECT id FROM c WHERE 'x' IN (SELECT city FROM c GROUP BY city)",
         # a column outside GROUP BY comes from an arbitrary row of the group
         "SELECT id FROM c WHERE 2 = (SELECT max(x) FROM (SELECT day AS x FROM o GROUP BY cid))",
+        # GROUP BY a.k, b.k: a lookup on the one named k is part of the key (review)
+        "WITH g AS (SELECT a.cid, b.cid AS cc, count(*) AS n FROM o a JOIN o b ON b.day = a.day GROUP BY a.cid, b.cid) "
+        "SELECT c.id, (SELECT n FROM g WHERE g.cid = c.id) AS n FROM c",
+        # the column shown is another table's than the one grouped by (both named day)
+        "SELECT c.id, (SELECT n FROM (SELECT b.day, count(*) AS n FROM o a JOIN o b ON b.id = a.id GROUP BY a.day) g "
+        "WHERE g.day = c.name) FROM c",
+        # a NOCASE comparison (the left operand's collation, or COLLATE) matches several BINARY groups
+        "WITH g AS (SELECT day, count(*) AS n FROM o GROUP BY day) SELECT c.id, (SELECT n FROM g WHERE c.city = g.day) FROM c",
+        "WITH g AS (SELECT day, count(*) AS n FROM o GROUP BY day) "
+        "SELECT c.id, (SELECT n FROM g WHERE g.day = c.name COLLATE NOCASE) FROM c",
         # a lookup by a column that is not the group's: several rows
         "SELECT id, (SELECT cid FROM (SELECT cid, count(*) n FROM o GROUP BY cid) WHERE n = c.id) FROM c",
         # the max of sums over REALs may tie 5 and 5.0: refused or exact, never a guess

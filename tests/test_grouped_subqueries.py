@@ -131,7 +131,7 @@ def test_a_stock_sqlite3_writer_in_another_process(tmp_path: Path) -> None:
     conn, live = _setup(path, random.Random(5))
     stock_sqlite3(
         path,
-        ['UPDATE e SET dept = dept + 1 WHERE id % 3 = 0', "UPDATE d SET budget = 100, name = 'x' WHERE id = 2"],
+        ["UPDATE e SET dept = dept + 1 WHERE id % 3 = 0", "UPDATE d SET budget = 100, name = 'x' WHERE id = 2"],
     )
     assert_views_match(conn, live)
     (count,) = stock_read(path, "SELECT count(*) FROM select_correlated_imm")[0]

@@ -19,6 +19,7 @@ SETUP = [
     "CREATE TABLE o(id INTEGER PRIMARY KEY, cid INT, amount REAL, day TEXT, u)",
     "CREATE TABLE w(a INT NOT NULL, b TEXT COLLATE NOCASE NOT NULL, v, PRIMARY KEY (a, b)) WITHOUT ROWID",
     "CREATE VIEW recent AS SELECT * FROM o WHERE day >= 'd2'",
+    "CREATE TABLE n3(k TEXT NOT NULL COLLATE NOCASE, cid INT, v, PRIMARY KEY (k COLLATE BINARY))",
 ]
 
 VIEWS = {
@@ -82,6 +83,8 @@ def test_left_join_to_a_keyed_derived_table(tmp_path: Path, seed: int) -> None:
         "SELECT c.id, x.amount FROM c LEFT JOIN (SELECT cid, amount FROM o) x ON x.cid = c.id",
         # a join inside
         "SELECT c.id, x.v FROM c LEFT JOIN (SELECT o.*, w.v FROM o JOIN w ON w.a = o.cid) x ON x.cid = c.id",
+        # a key unique under BINARY over a NOCASE column: 'x' and 'X' would be one DISTINCT row (review)
+        "SELECT c.id, x.v FROM c LEFT JOIN (SELECT * FROM n3) x ON x.cid = c.id",
         # a RIGHT JOIN
         "SELECT o.id, c.name FROM (SELECT * FROM c WHERE city = 'x') c RIGHT JOIN o ON o.cid = c.id",
     ],

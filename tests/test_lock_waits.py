@@ -148,7 +148,12 @@ def test_matviews_own_writes_wait_for_a_lock_another_process_holds(
 
 @pytest.mark.parametrize(
     "ddl",
-    ["CREATE TABLE extra(a)", "CREATE INDEX t_val ON t(val)", "ALTER TABLE gone ADD COLUMN note TEXT", "DROP TABLE gone"],
+    [
+        "CREATE TABLE extra(a)",
+        "CREATE INDEX t_val ON t(val)",
+        "ALTER TABLE gone ADD COLUMN note TEXT",
+        "DROP TABLE gone",
+    ],
 )
 def test_a_transaction_that_starts_with_ddl_waits_for_the_lock(tmp_path: Path, ddl: str) -> None:
     """`with conn: conn.execute("CREATE TABLE …")` (plain DDL first) while another connection

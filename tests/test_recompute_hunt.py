@@ -82,7 +82,7 @@ def _recomputed_db(path: str) -> matview.Connection:
     live = create_views_both_modes(conn, RECOMPUTED_VIEWS)
     conn.execute(
         "CREATE MATERIALIZED VIEW over WITH (maintenance = 'deferred') AS "
-        "SELECT count(*), sum(\"count(*)\") FROM agg_imm"
+        'SELECT count(*), sum("count(*)") FROM agg_imm'
     )
     live["over"] = OVER
     return conn, live

@@ -59,3 +59,19 @@ def test_min_and_max_of_one_argument_share_a_multiset(tmp_path: Path, seed: int)
         with conn:
             conn.execute("UPDATE t SET x = x - 100 WHERE id % 4 = 1")
         assert_views_match(conn, live)
+
+
+def test_min_and_max_distinct_after_a_delete(tmp_path: Path) -> None:
+    """MIN/MAX(DISTINCT k) keep the DISTINCT bookkeeping and the extreme's multiset under one
+    operator; a re-seek after a delete must not take the two for a 1-vs-1.0 tie (review)."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE o(id INTEGER PRIMARY KEY, k INTEGER, u)")
+    select = "SELECT min(DISTINCT k), max(DISTINCT k), max(DISTINCT u) FROM o"
+    conn.execute(f"CREATE MATERIALIZED VIEW b AS {select}")
+    conn.execute("INSERT INTO o(k, u) VALUES (5, 'a'), (7, 'b')")
+    conn.execute("DELETE FROM o WHERE k = 7")
+    assert_views_match(conn, {"b": select})
+    with conn:
+        conn.executemany("INSERT INTO o(k, u) VALUES (?, ?)", [(i % 9, str(i % 4)) for i in range(BULK_ROWS + 5)])
+    conn.execute("DELETE FROM o WHERE k > 6")
+    assert_views_match(conn, {"b": select})

@@ -44,7 +44,7 @@ from matview.sql.sqltext import (
     tokenize,
 )
 from matview.sql.validate import probe_columns
-from matview.storage.schema import read_table, view_sql
+from matview.storage.schema import key_compares_as_columns, read_table, view_sql
 
 
 @dataclass(frozen=True)
@@ -95,8 +95,10 @@ def _star_over_derived(body: str, tokens: list[Token], prefix: str, ctes: dict[s
     or a CTE without a column list), is d: the same rows under the same column names (so the
     CTEs d reads are its derived tables: `WITH t AS (… GROUP BY …), u AS (SELECT n, count(*) FROM
     t GROUP BY n) SELECT * FROM u`). None otherwise."""
+    if set_operators(tokens):
+        return None  # (`SELECT * FROM t UNION ALL …`: t is one arm, not the statement)
     clauses = split_clauses(body, tokens)
-    if not clauses.from_ or not _reads_alone(clauses) or clauses.limit:
+    if not clauses.from_ or not _reads_alone(clauses) or clauses.limit or clauses.order:
         return None
     items = read_from_items(body, list(clauses.from_.tokens), check=False)
     if len(items) != 1:
@@ -431,7 +433,7 @@ def _keeps_a_key(conn: apsw.Connection, select: str) -> bool:
         return False  # (a view, a CTE or no such table: not this rule's)
     if table.has_rowid and table.ipk is not None:
         key = {fold(table.ipk)}
-    elif table.primary_key and not table.key_may_be_null:
+    elif table.primary_key and not table.key_may_be_null and key_compares_as_columns(conn, table):
         key = {fold(c) for c in table.primary_key}
     else:
         return False

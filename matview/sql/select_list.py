@@ -31,7 +31,7 @@ from matview.sql.sqltext import (
     split_top_level,
     tokenize,
 )
-from matview.storage.schema import Column, has_one_variant
+from matview.storage.schema import Column, has_one_variant, key_compares_as_columns
 
 _AGG_FUNCS = {"string_agg": "group_concat"}
 
@@ -254,7 +254,7 @@ class SelectList:
                 continue
             if table.has_rowid and table.ipk is not None:
                 key = {fold(table.ipk)}
-            elif table.primary_key and not table.key_may_be_null:
+            elif table.primary_key and not table.key_may_be_null and key_compares_as_columns(self.conn, table):
                 key = {fold(c) for c in table.primary_key}
             else:
                 continue

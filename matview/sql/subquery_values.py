@@ -11,7 +11,7 @@ or ordered by a key (no ties); LIMIT/OFFSET under the same conditions (or under 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import apsw
 from sqlglot.tokens import TokenType
@@ -207,9 +207,14 @@ def _exact_group_terms(conn: apsw.Connection, body: str, clauses: Clauses, table
     return bool(terms) and all(_exact_column(conn, term.tokens, tables) for term in terms)
 
 
+def _written(tokens: Sequence[Token]) -> str:
+    """A column reference as written, folded (`t.c`, `c`): two references are compared so."""
+    return ".".join(fold(t.text) for t in tokens if t.kind != TokenType.DOT)
+
+
 def _group_names(body: str, clauses: Clauses) -> set[str]:
-    """The column names a subquery's GROUP BY terms are (a term `t.c` or `c` gives `c`)."""
-    return {fold(term.tokens[-1].text) for term in split_top_level(body, clauses.group.tokens) if term.tokens}
+    """The column references a subquery's GROUP BY terms are, as written (`t.c`, `c`)."""
+    return {_written(term.tokens) for term in split_top_level(body, clauses.group.tokens) if term.tokens}
 
 
 def _derived_aggregate(tokens: tuple[Token, ...], from_items: list[FromItem]) -> str | None:
@@ -269,7 +274,8 @@ def _refuse_bare_columns(
     for index, token in enumerate(toks):
         if index in covered or token.kind not in (TokenType.VAR, TokenType.IDENTIFIER):
             continue
-        if grouped is not None and fold(token.text) in grouped:
+        qualified = index >= 2 and toks[index - 1].kind == TokenType.DOT
+        if grouped is not None and _written(toks[index - 2 : index + 1] if qualified else (token,)) in grouped:
             continue
         if index + 1 < len(toks) and toks[index + 1].kind in (TokenType.L_PAREN, TokenType.DOT):
             continue  # a function's name, or a table's before its column
@@ -363,16 +369,24 @@ def _grouped_lookup(conn: apsw.Connection, body: str, clauses: Clauses, from_ite
         shown.add(fold(name.text))
         plain = len(expression) == 1 or (len(expression) == 3 and expression[1].kind == TokenType.DOT)
         if plain and expression[-1].is_name:
-            outputs.setdefault(fold(expression[-1].text), fold(name.text))
+            outputs.setdefault(_written(expression), fold(name.text))
     wanted = set()
-    for term in split_top_level(derived, inner.group.tokens):
-        name_ = outputs.get(fold(term.tokens[-1].text))
-        if name_ is None:
+    terms = split_top_level(derived, inner.group.tokens)
+    for term in terms:
+        name_ = outputs.get(_written(term.tokens))  # (`a.k` is not `b.k`: each term its own output)
+        if name_ is None or name_ in wanted:
             return False
         wanted.add(name_)
     found = set()
     for left, right in equalities(body, clauses.where):
+        if any(t.kind == TokenType.COLLATE for t in (*left, *right)):
+            continue  # (an explicit collation may merge several BINARY groups)
         for key_side, other in ((left, right), (right, left)):
+            # the comparison takes the left operand's collation: with the group column on the
+            # right, a column on the left (`c.name = g.tag`, name NOCASE) could match several groups
+            column_left = key_side is right and any(t.is_name and t.kind != TokenType.STRING for t in other)
+            if column_left:
+                continue
             if _is_column(key_side, item.alias, wanted) and not reads_table(other, item.alias, shown):
                 found.add(fold(key_side[-1].text))
     return wanted <= found

@@ -19,8 +19,9 @@ import apsw
 from matview.errors import Error
 from matview.names import PREFIX, fold, quote
 from matview.plan import Plan
-from matview.sql.sqltext import split_clauses, split_top_level, tokenize
+from matview.sql.sqltext import Token, split_clauses, split_top_level, tokenize
 from matview.sql.validate import one_statement
+from matview.storage.schema import read_table
 
 _INDEX_USED = re.compile(r"USING (?:COVERING )?INDEX (\S+)")
 
@@ -31,24 +32,45 @@ def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | N
     if not any(a.func == "group_concat" for a in plan.aggs) or not plan.sources or plan.upstreams:
         return None  # (over a materialized view: EXPLAIN would read the view's module again)
     try:
-        grouped = _group_columns(sql)
+        grouped = _group_columns(sql, _columns_of(conn, plan))
     except Error:
         grouped = set()
     return _index_out_of_rowid_order(conn, plan, sql, grouped)
 
 
-def rowid_order_within_classes(conn: apsw.Connection, plan: Plan, sql: str) -> bool:
-    """Whether SQLite meets the rows of one GROUP BY or DISTINCT class of the view `sql` (over
-    one table) in rowid order — a table scan, or an index on some of the class's columns — so
-    the variant it shows ('a' or 'A' under NOCASE) is its least rowid's (`Circuit._first_row`).
-    An index with other columns (`(email, last_name)`) orders a class by those."""
-    if not plan.sources:
-        return False
+def shows_first_rows(plan: Plan) -> bool:
+    """Whether a view over one rowid table shows each GROUP BY or DISTINCT class's first row's
+    spelling (`Circuit._first_row`): grouped by values that can have several, or DISTINCT rows."""
+    grouped = plan.kind == "aggregate" and plan.has_group_by and not plan.exact_groups
+    distinct = plan.kind == "rows" and plan.distinct and not plan.exact_distinct
+    one_table = len(plan.sources) == 1 and not (plan.upstreams or plan.root_recompute or plan.arms)
+    return (grouped or distinct) and one_table
+
+
+def variant_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | None:
+    """Why SQLite does not meet the rows of one GROUP BY or DISTINCT class of the view `sql`
+    (over one rowid table) in rowid order — the order in which matview finds the variant SQLite
+    shows ('a' or 'A' under NOCASE: its least rowid's, `Circuit._first_row`) — or None (a table
+    scan, or an index on some of the class's columns). An index with other columns
+    (`(email, last_name)`) orders a class by those: refused at CREATE, and a view whose table
+    gains one later is broken until it is dropped (its stored classes chose by rowid)."""
+    if not shows_first_rows(plan):
+        return None
     try:
-        columns = _group_columns(sql) if plan.kind == "aggregate" else _select_columns(sql)
+        columns = _group_columns(sql, _columns_of(conn, plan)) if plan.kind == "aggregate" else _select_columns(sql)
     except Error:  # (not one plain SELECT: `WITH …`, a set operation) — no index is known to keep it
         columns = set()
-    return _index_out_of_rowid_order(conn, plan, sql, columns) is None
+    problem = _index_out_of_rowid_order(conn, plan, sql, columns)
+    if problem is None:
+        return None
+    return problem.replace(
+        "GROUP_CONCAT: ", "GROUP BY/DISTINCT over values with several spellings (NOCASE, untyped): "
+    ).replace(
+        "so it concatenates each group's values in that index's order; matview keeps them in rowid order (the table's "
+        "own). Drop that index, or aggregate without GROUP_CONCAT",
+        "whose order decides which spelling of a group SQLite shows; matview keeps the table's own (rowid) order. "
+        "Drop that index, or group by a typed BINARY column (or lower()/CAST of it)",
+    )
 
 
 def _index_out_of_rowid_order(conn: apsw.Connection, plan: Plan, sql: str, grouped: set[str]) -> str | None:
@@ -60,8 +82,13 @@ def _index_out_of_rowid_order(conn: apsw.Connection, plan: Plan, sql: str, group
             ).fetchone()
             if owner is None or fold(str(owner[0])) != table:
                 continue
-            columns = [str(row[2]) for row in conn.execute(f"PRAGMA main.index_info({quote(index)})")]
-            if not columns or not {fold(c) for c in columns} <= grouped:
+            keyed = [row for row in conn.execute(f"PRAGMA main.index_xinfo({quote(index)})") if row[5]]
+            columns = [str(row[2]) for row in keyed]
+            # (an index under another collation than its column's orders one class's rows by spelling)
+            recollated = any(
+                row[2] is None or str(row[4]).upper() != _collation(conn, table, str(row[2])) for row in keyed
+            )
+            if not columns or not {fold(c) for c in columns} <= grouped or recollated:
                 shown = (
                     "an index matview made for another view"
                     if index.lower().startswith(f"{PREFIX}ix_")
@@ -73,6 +100,16 @@ def _index_out_of_rowid_order(conn: apsw.Connection, plan: Plan, sql: str, group
                     "rowid order (the table's own). Drop that index, or aggregate without GROUP_CONCAT"
                 )
     return None
+
+
+def _columns_of(conn: apsw.Connection, plan: Plan) -> set[str]:
+    return {fold(c.name) for c in read_table(conn, plan.sources[0]).columns}
+
+
+def _collation(conn: apsw.Connection, table: str, column: str) -> str:
+    """A column's declared collation (BINARY where it declares none)."""
+    found = read_table(conn, table).column(column)
+    return found.collation.upper() if found is not None else "BINARY"
 
 
 def query_plan(conn: apsw.Connection, sql: str) -> list[str]:
@@ -88,29 +125,48 @@ def query_plan(conn: apsw.Connection, sql: str) -> list[str]:
         return []
 
 
-def _select_columns(sql: str) -> set[str]:
-    """The plain column names a SELECT's items are (`e`, `t.e`, `e AS x`)."""
+def _items(sql: str) -> list[tuple[tuple[Token, ...], str | None]]:
+    """A SELECT's items: each one's expression tokens and alias (`e AS x`, `e x`)."""
     tokens = tokenize(sql)
     clauses = split_clauses(sql, tokens)
-    found = set()
+    found: list[tuple[tuple[Token, ...], str | None]] = []
     for item in split_top_level(sql, clauses.select.tokens):
         toks = item.tokens
         if len(toks) >= 3 and toks[-2].text.upper() == "AS":
-            toks = toks[:-2]
-        elif len(toks) in (2, 4) and toks[-2].text != ".":
-            toks = toks[:-1]
-        if len(toks) == 1 or (len(toks) == 3 and toks[1].text == "."):
-            found.add(fold(toks[-1].text))
+            found.append((toks[:-2], fold(toks[-1].text)))
+        elif len(toks) in (2, 4) and toks[-2].text != "." and toks[-1].is_name:
+            found.append((toks[:-1], fold(toks[-1].text)))
+        else:
+            found.append((toks, None))
     return found
 
 
-def _group_columns(sql: str) -> set[str]:
-    """The plain column names the SELECT's GROUP BY terms are (`g`, `t.g`)."""
+def _plain_name(toks: tuple[Token, ...]) -> str | None:
+    if len(toks) == 1 or (len(toks) == 3 and toks[1].text == "."):
+        return fold(toks[-1].text)
+    return None
+
+
+def _select_columns(sql: str) -> set[str]:
+    """The plain column names a SELECT's items are (`e`, `t.e`, `e AS x`)."""
+    return {name for toks, _alias in _items(sql) if (name := _plain_name(toks)) is not None}
+
+
+def _group_columns(sql: str, table_columns: set[str]) -> set[str]:
+    """The plain column names the SELECT's GROUP BY terms are (`g`, `t.g`; an ordinal or a
+    select-list alias that is no column of the table: the item's column)."""
     tokens = tokenize(sql)
     clauses = split_clauses(sql, tokens)
+    items = _items(sql)
     found = set()
     for term in split_top_level(sql, clauses.group.tokens) if clauses.group else []:
         toks = term.tokens
-        if len(toks) == 1 or (len(toks) == 3 and toks[1].text == "."):
-            found.add(fold(toks[-1].text))
+        if len(toks) == 1 and toks[0].text.isdigit() and 1 <= int(toks[0].text) <= len(items):
+            toks = items[int(toks[0].text) - 1][0]
+        elif len(toks) == 1 and fold(toks[0].text) not in table_columns:
+            aliased = [expression for expression, alias in items if alias == fold(toks[0].text)]
+            toks = aliased[0] if len(aliased) == 1 and _plain_name(aliased[0]) is not None else toks
+        name = _plain_name(toks)
+        if name is not None:
+            found.add(name)
     return found

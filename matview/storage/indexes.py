@@ -28,7 +28,7 @@ from matview.plan import Plan
 from matview.sql.from_clause import FromClause
 from matview.sql.frontend import Compiled
 from matview.storage import catalog
-from matview.storage.concat_order import concat_order_problem, query_plan
+from matview.storage.concat_order import concat_order_problem, query_plan, shows_first_rows
 from matview.storage.schema import read_table
 
 Probe = tuple[str, str]  # (column, collation)
@@ -142,8 +142,12 @@ def group_concat_plans(conn: apsw.Connection, table: str) -> list[str]:
     concatenation order is SQLite's scan order, which an index of matview's must not change."""
     details: list[str] = []
     for entry in catalog.load_views(conn).values():
-        concatenates = any(a.func == "group_concat" for a in entry.plan.aggs)
-        if concatenates and fold(table) in {fold(t) for t in entry.plan.sources}:
+        plan = entry.plan
+        concatenates = any(a.func == "group_concat" for a in plan.aggs)
+        # (a view over one table whose GROUP BY/DISTINCT values can have several spellings shows
+        # its least rowid's: an index that reorders a class would break it too)
+        spelled = shows_first_rows(plan)
+        if (concatenates or spelled) and fold(table) in {fold(t) for t in plan.sources}:
             details += query_plan(conn, entry.sql)
     return details
 

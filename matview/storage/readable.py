@@ -27,7 +27,7 @@ from sqlglot.tokens import TokenType
 from matview import names
 from matview.keys import BUILTIN_COLLATIONS
 from matview.names import fold, quote
-from matview.operators.accumulators import result_error_markers_sql
+from matview.operators.accumulators import VARIANT_DEPENDENT, result_error_markers_sql
 from matview.plan import OutputColumn, Plan
 from matview.sql.sqltext import depth_walk, splice, tokenize
 
@@ -78,6 +78,13 @@ def plain_view_sql(view: str, plan: Plan) -> str:
     source, repeat, left = quote("__dbsp_s"), quote("__dbsp_r"), quote("__dbsp_left")
     numbers = quote("__dbsp_n")
     select = ", ".join(_column(c, plan.kind == "aggregate" and not c.is_column) for c in plan.columns)
+    check = ""
+    if variant_prone(plan):
+        # a row whose spelling SQLite would pick by scan order holds the VARIANT_DEPENDENT marker
+        # in every column: a stock reader gets SQLite's "integer overflow" instead of the blob
+        first = f"{source}.{quote(plan.columns[0].name)}"
+        overflow = "-9223372036854775807 - 1"
+        check = f" AND abs(CASE WHEN {first} IS X'{VARIANT_DEPENDENT.hex()}' THEN {overflow} ELSE 0 END) >= 0"
     heavy = (
         f"WITH RECURSIVE {numbers}({row_id}, {left}) AS ("
         f"SELECT {row_id}, {weight} FROM {table} WHERE {weight} > 1 "
@@ -86,10 +93,16 @@ def plain_view_sql(view: str, plan: Plan) -> str:
     )
     return (
         f"CREATE VIEW main.{quote(view)} AS "
-        f"SELECT {select} FROM {table} AS {source} WHERE {weight} = 1 "
+        f"SELECT {select} FROM {table} AS {source} WHERE {weight} = 1{check} "
         f"UNION ALL SELECT {select} FROM {table} AS {source} "
-        f"JOIN ({heavy}) AS {repeat} ON {source}.{row_id} = {repeat}.{row_id}"
+        f"JOIN ({heavy}) AS {repeat} ON {source}.{row_id} = {repeat}.{row_id}{check.replace(' AND ', ' WHERE ', 1)}"
     )
+
+
+def variant_prone(plan: Plan) -> bool:
+    """Whether a view's rows may hold `VARIANT_DEPENDENT` (a GROUP BY or DISTINCT class whose
+    shown spelling SQLite picks by a scan order matview does not know) in every column."""
+    return (plan.distinct and not plan.exact_distinct) or (plan.kind == "aggregate" and not plan.exact_groups)
 
 
 def create_heavy_index(conn: apsw.Connection, view: str) -> None:
@@ -157,6 +170,8 @@ def direct_read(plan: Plan) -> bool:
     compares as the view's does there (its declared type is the stored column's, so the
     affinity is the same, and it is BINARY)."""
     internal = {names.KEY.lower(), KEEP, ANY_PENDING, ANY_HEAVY, SCHEMA_VERSION}  # (the pending table's own)
+    if variant_prone(plan):
+        return False  # (a row may be the VARIANT_DEPENDENT marker, which the virtual table raises)
     if plan.kind == "aggregate" and plan.aggs and all(source == "group" for source, _ in plan.outputs):
         # its aggregates are read by HAVING only: a group's error is stored in its GROUP BY
         # columns (`Aggregate.emit`), which the virtual table checks and a plain read would not

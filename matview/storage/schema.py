@@ -268,3 +268,21 @@ def _is_without_rowid(conn: apsw.Connection, name: str, columns: list[Column]) -
             return False
     sql = scalar(conn, "SELECT sql FROM main.sqlite_master WHERE type = 'table' AND name = ?", (name,))
     return bool(re.search(r"\)\s*(STRICT\s*,\s*)?WITHOUT\s+ROWID", str(sql or ""), re.IGNORECASE))
+
+
+def key_compares_as_columns(conn: apsw.Connection, table: TableInfo) -> bool:
+    """Whether `table`'s primary key is unique under its columns' own collations — what GROUP BY,
+    DISTINCT and joins compare by — so that rows equal on the key columns are one row: an INTEGER
+    PRIMARY KEY, or a key whose index collates each column as the column does (`k TEXT COLLATE
+    NOCASE, PRIMARY KEY (k COLLATE BINARY)` holds 'x' and 'X', one NOCASE group)."""
+    if table.has_rowid and table.ipk is not None:
+        return True
+    for _seq, index, _unique, origin, _partial in conn.execute(f"PRAGMA main.index_list({quote(table.name)})"):
+        if origin != "pk":
+            continue
+        for row in conn.execute(f"PRAGMA main.index_xinfo({quote(str(index))})"):
+            column = table.column(str(row[2])) if row[5] and row[2] is not None else None
+            if column is not None and str(row[4]).upper() != column.collation.upper():
+                return False
+        return True
+    return False

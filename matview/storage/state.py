@@ -54,6 +54,7 @@ _ENTRY = "operator_id = ? AND key = ? AND ord = ? AND kind = ?"  # one ordered-s
 TIED = b"\x00matview: extreme tied across types"
 
 #: the same, in SQL, for entries written set at a time
+STORAGE_KIND_INTEGER, STORAGE_KIND_REAL = 1, 2  # (`storage_kind`'s codes: 3 text, 4 blob)
 STORAGE_KIND_SQL = "CASE typeof({v}) WHEN 'integer' THEN 1 WHEN 'real' THEN 2 WHEN 'text' THEN 3 ELSE 4 END"
 
 
@@ -158,7 +159,8 @@ class StateStore:
         for ord_, other in found[1:]:
             if _better(ord_, best, descending):
                 best, kind = ord_, other
-        if any(ord_ == best and other != kind for ord_, other in found):
+        numeric = (STORAGE_KIND_INTEGER, STORAGE_KIND_REAL)  # (a DISTINCT aggregate's own entries have kind 0)
+        if kind in numeric and any(ord_ == best and other in numeric and other != kind for ord_, other in found):
             return TIED
         return best
 
