@@ -115,3 +115,33 @@ def drive_write_mix(
             conn = matview.connect(str(path))
         assert_views_match(conn, live)
     return conn
+
+
+def check_write_mix(
+    tmp_path: Path,
+    setup: list[str],
+    views: dict[str, str],
+    write: Callable[[Any, random.Random], None],
+    seed: int,
+    steps: int = 14,
+) -> Any:
+    """Run `setup`, create `views` in both modes, then `drive_write_mix` with `write` from
+    `seed`, checking every view against its SELECT; the open connection and the views."""
+    path = tmp_path / "db.sqlite"
+    conn = matview.connect(str(path))
+    for sql in setup:
+        conn.execute(sql)
+    live = create_views_both_modes(conn, views)
+    return drive_write_mix(path, conn, live, write, random.Random(seed), steps=steps), live
+
+
+def assert_refused(tmp_path: Path, setup: list[str], select: str, match: str | None = None) -> str:
+    """CREATE MATERIALIZED VIEW of `select` after `setup` raises UnsupportedQuery; its message."""
+    import pytest
+
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    for sql in setup:
+        conn.execute(sql)
+    with pytest.raises(matview.UnsupportedQuery, match=match) as raised:
+        conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")
+    return str(raised.value)

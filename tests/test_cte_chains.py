@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
-from oracle import assert_views_match, create_views_both_modes, drive_write_mix
+from oracle import assert_views_match, check_write_mix, create_views_both_modes
 
 import matview
 
@@ -55,13 +55,7 @@ def _write(conn: matview.Connection, rng: random.Random) -> None:
 
 @pytest.mark.parametrize("seed", range(3))
 def test_cte_chains_over_aggregates(tmp_path: Path, seed: int) -> None:
-    rng = random.Random(seed)
-    path = tmp_path / "db.sqlite"
-    conn = matview.connect(str(path))
-    for sql in SETUP:
-        conn.execute(sql)
-    live = create_views_both_modes(conn, VIEWS)
-    drive_write_mix(path, conn, live, _write, rng, steps=16)
+    check_write_mix(tmp_path, SETUP, VIEWS, _write, seed, steps=16)
 
 
 def test_star_over_an_aggregating_cte_in_a_set_operation_keeps_every_arm(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
-from oracle import create_views_both_modes, drive_write_mix
+from oracle import assert_refused, check_write_mix
 
 import matview
 
@@ -31,7 +31,8 @@ VIEWS = {
     "WHERE id IN (SELECT cid FROM g WHERE n > 1)",
     "cte_exists": "WITH g AS (SELECT cid, sum(amount) s FROM o GROUP BY cid) SELECT * FROM c "
     "WHERE EXISTS (SELECT 1 FROM g WHERE g.cid = c.id AND s > 3)",
-    "correlated_groups": "SELECT id, (SELECT count(*) FROM (SELECT cid FROM o WHERE o.cid >= c.id GROUP BY cid)) FROM c",
+    "correlated_groups": "SELECT id, (SELECT count(*) FROM (SELECT cid FROM o WHERE o.cid >= c.id GROUP BY cid)) "
+    "FROM c",
     "lookup": "WITH g AS (SELECT cid, count(*) n FROM o GROUP BY cid) SELECT id, (SELECT n FROM g WHERE g.cid = c.id) "
     "AS n FROM c",
     "lookup_alias": "SELECT id, (SELECT s.n FROM (SELECT cid AS k, count(*) n FROM o GROUP BY cid) s "
@@ -65,13 +66,7 @@ def _write(conn: matview.Connection, rng: random.Random) -> None:
 
 @pytest.mark.parametrize("seed", range(3))
 def test_grouped_subqueries_over_exact_keys(tmp_path: Path, seed: int) -> None:
-    rng = random.Random(seed)
-    path = tmp_path / "db.sqlite"
-    conn = matview.connect(str(path))
-    for sql in SETUP:
-        conn.execute(sql)
-    live = create_views_both_modes(conn, VIEWS)
-    drive_write_mix(path, conn, live, _write, rng, steps=16)
+    check_write_mix(tmp_path, SETUP, VIEWS, _write, seed, steps=16)
 
 
 @pytest.mark.parametrize(
@@ -89,7 +84,8 @@ def test_grouped_subqueries_over_exact_keys(tmp_path: Path, seed: int) -> None:
         "SELECT c.id, (SELECT n FROM (SELECT b.day, count(*) AS n FROM o a JOIN o b ON b.id = a.id GROUP BY a.day) g "
         "WHERE g.day = c.name) FROM c",
         # a NOCASE comparison (the left operand's collation, or COLLATE) matches several BINARY groups
-        "WITH g AS (SELECT day, count(*) AS n FROM o GROUP BY day) SELECT c.id, (SELECT n FROM g WHERE c.city = g.day) FROM c",
+        "WITH g AS (SELECT day, count(*) AS n FROM o GROUP BY day) "
+        "SELECT c.id, (SELECT n FROM g WHERE c.city = g.day) FROM c",
         "WITH g AS (SELECT day, count(*) AS n FROM o GROUP BY day) "
         "SELECT c.id, (SELECT n FROM g WHERE g.day = c.name COLLATE NOCASE) FROM c",
         # a lookup by a column that is not the group's: several rows
@@ -99,8 +95,4 @@ def test_grouped_subqueries_over_exact_keys(tmp_path: Path, seed: int) -> None:
     ],
 )
 def test_grouped_subqueries_that_follow_the_scan_order_are_refused(tmp_path: Path, select: str) -> None:
-    conn = matview.connect(str(tmp_path / "db.sqlite"))
-    for sql in SETUP:
-        conn.execute(sql)
-    with pytest.raises(matview.UnsupportedQuery):
-        conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")
+    assert_refused(tmp_path, SETUP, select)
