@@ -10,7 +10,7 @@ import random
 from pathlib import Path
 
 import pytest
-from oracle import assert_refused, check_write_mix
+from oracle import assert_refused, assert_views_match, check_write_mix
 
 import matview
 
@@ -86,3 +86,30 @@ def test_left_join_to_a_keyed_derived_table(tmp_path: Path, seed: int) -> None:
 def test_left_join_to_a_derived_table_without_a_key_is_refused(tmp_path: Path, select: str) -> None:
     message = assert_refused(tmp_path, SETUP, select)
     assert "__dbsp" not in message and "DISTINCT" not in message
+
+
+def test_a_column_added_to_the_table_is_not_the_nodes(tmp_path: Path) -> None:
+    """The keyed node over `SELECT *` names its columns as they were at CREATE: ALTER TABLE … ADD
+    COLUMN through matview rebuilds the view, and another client's is recovered by REFRESH (it
+    pinned the table's columns, naming the internal node; review)."""
+    import sqlite3
+
+    path = str(tmp_path / "db.sqlite")
+    conn = matview.connect(path)
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g TEXT, a INT)")
+    conn.execute("CREATE TABLE c(id INTEGER PRIMARY KEY, name TEXT)")
+    select = "SELECT c.name, x.a FROM c LEFT JOIN (SELECT * FROM t WHERE a > 1) x ON x.g = c.name"
+    conn.execute(f"CREATE MATERIALIZED VIEW lj AS {select}")
+    conn.execute("INSERT INTO c VALUES (1, 'p'), (2, 'q')")
+    conn.execute("INSERT INTO t(g, a) VALUES ('p', 5), ('q', 0)")
+    conn.execute("ALTER TABLE t ADD COLUMN z TEXT DEFAULT 'd'")
+    conn.execute("INSERT INTO t(g, a, z) VALUES ('q', 7, 'e')")
+    assert_views_match(conn, {"lj": select})
+    stock = sqlite3.connect(path, isolation_level=None)
+    stock.execute("ALTER TABLE t ADD COLUMN w INT")
+    stock.close()
+    with pytest.raises(matview.SchemaChanged):
+        conn.execute("SELECT * FROM lj").fetchall()
+    conn.execute("REFRESH MATERIALIZED VIEW lj")
+    conn.execute("INSERT INTO t(g, a) VALUES ('p', 9)")
+    assert_views_match(conn, {"lj": select})

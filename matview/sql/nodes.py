@@ -303,7 +303,10 @@ def _from_nodes(
             # a DISTINCT node (the same rows) it is joined as a grouped one is, per row of the first
             name = quote(item.name or "") if item.body is None else None
             source = f"main.{name}" if name and item.schema else name or f"(\n{inner}\n)"
-            node_sql = f"{prefix}SELECT DISTINCT * FROM {source}"
+            # its columns named as they are now: a column another ALTER TABLE adds to the table
+            # (`SELECT *` inside) is not the node's, whose columns stay those the view was made with
+            columns = ", ".join(quote(c) for c in probe_columns(conn, f"{prefix}SELECT * FROM {source}")[0])
+            node_sql = f"{prefix}SELECT DISTINCT {columns} FROM {source}"
         if (distinct or subquery or compound) and item.body is None:
             # a DISTINCT CTE or view, or one with a subquery, is its own body (`SELECT * FROM` it
             # would be refused as a derived table the inline pass cannot flatten): without a
