@@ -120,8 +120,9 @@ class Connection:
         index = statements.parse_create_index(sql) if word == "CREATE" else None
         if index is not None and self.registry.get(index.table) is not None:
             return self._create_index_on_view(index)
-        if word == "ALTER" and statements.adds_column(sql) and self._dependents_of_ddl(sql):
-            return self._add_column(sql, params)
+        dependents = self._dependents_of_ddl(sql) if word == "ALTER" and statements.adds_column(sql) else []
+        if dependents:
+            return self._add_column(sql, params, dependents)
         if word in ("DROP", "ALTER"):
             self._refuse_base_ddl(sql)
         if word in _WRITES and self.registry.lost_capture:
@@ -281,9 +282,12 @@ class Connection:
         target = statements.table_ddl_target(sql)
         if target is None or self.registry.get(target) is not None:
             return target  # (a materialized view's temp shadow is matview's too)
-        temp = statements.names_temp(sql) or self.apsw.execute(
-            "SELECT 1 FROM temp.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE", (target,)
-        ).fetchone()
+        temp = (
+            statements.names_temp(sql)
+            or self.apsw.execute(
+                "SELECT 1 FROM temp.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE", (target,)
+            ).fetchone()
+        )
         return None if temp else target
 
     def _dependents_of_ddl(self, sql: str) -> list[View]:
@@ -304,17 +308,17 @@ class Connection:
                 "DROP MATERIALIZED VIEW them first (ALTER TABLE … ADD COLUMN is maintained)"
             )
 
-    def _add_column(self, sql: str, params: Any) -> Rows:
+    def _add_column(self, sql: str, params: Any, dependents: list[View]) -> Rows:
         """`ALTER TABLE t ADD COLUMN …` on a table views read (an application's migration): the
         column is added, then the table's change capture and every view over it rebuilt, in one
         transaction (REFRESH of one of them rebuilds the others that share the table)."""
-        dependents = [v for v in self._dependents_of_ddl(sql) if not is_node(v.name)] or self._dependents_of_ddl(sql)
+        refreshed = next((v for v in dependents if not is_node(v.name)), dependents[0])
         with self._writing():
             self._fold(commit=False)
             before = {fold(v.name): (v, self._feed.stored(v)) for v in self._subscribed()}
             self.apsw.execute(sql, params)
             self.registry.invalidate()
-            lifecycle.refresh_view(self.apsw, self.registry, dependents[0].name)
+            lifecycle.refresh_view(self.apsw, self.registry, refreshed.name)
             # a view whose columns would change (`SELECT *`) cannot be rebuilt in place: undone
             unbuilt = [v for v in self._dependents_of_ddl(sql) if v.entry.plan.needs_refresh]
             if unbuilt:

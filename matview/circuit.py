@@ -33,6 +33,7 @@ from matview.operators.aggregate import Aggregate
 from matview.operators.distinct import Distinct
 from matview.operators.set_operation import SetOperation
 from matview.plan import Plan, render
+from matview.storage.concat_order import shows_first_rows
 from matview.storage.state import StateStore
 from matview.zset import ZSet
 
@@ -62,18 +63,13 @@ class Circuit:
         )
         self._first_row_sql: dict[int, str] = {}
         self._first_rows_sql: dict[int, str] = {}
-        #: one rowid table read directly: SQLite's scan meets its rows in rowid order (see `_first_row`)
-        self.one_rowid_table = one_rowid_table
-        self.trust_rowid_order(True)
-
-    def trust_rowid_order(self, trusted: bool) -> None:
-        """Whether SQLite meets a class's rows in rowid order (`concat_order`): then a GROUP BY or
-        DISTINCT class with several variants shows its least rowid's; else it reads as an error."""
-        first = self._first_row if trusted and self.one_rowid_table else None
-        if self.aggregate is not None and not self.plan.exact_groups:
-            self.aggregate.first_variant = first
-        if self.distinct is not None and self.plan.kind == "rows" and not self.plan.exact_distinct:
-            self.distinct.first_variant = first
+        #: a GROUP BY or DISTINCT class with several variants shows its least rowid's (SQLite's
+        #: table scan meets them in rowid order; an index that would not is refused, `concat_order`)
+        self.first_rows = shows_first_rows(plan) and one_rowid_table
+        if self.first_rows and self.aggregate is not None:
+            self.aggregate.first_variant = self._first_row
+        if self.first_rows and self.distinct is not None:
+            self.distinct.first_variant = self._first_row
 
     def _first_row(self, store: StateStore, values: list[Any]) -> list[Any] | None:
         """The first stage-1 columns, as many as `values`, of the first row in rowid order among

@@ -128,7 +128,7 @@ def create_view(
         entry = ViewEntry(name, sql.strip().rstrip(";").strip(), plan, maintenance, base_tables)
         catalog.save_view(conn, entry)
         view = View(entry, Circuit(name, plan, registry.evaluator), view_table)
-        if view.circuit.one_rowid_table and not (plan.exact_groups and plan.exact_distinct):
+        if view.circuit.first_rows:
             problem = variant_order_problem(conn, plan, entry.sql)
             if problem is not None:
                 raise UnsupportedQuery(problem)

@@ -150,11 +150,7 @@ class Registry:
                 )
             view.broken = self._validate(entry)
             view.stalled = self._missing_functions(entry)
-            if (
-                not view.broken
-                and view.circuit.one_rowid_table
-                and not (entry.plan.exact_groups and entry.plan.exact_distinct)
-            ):
+            if not view.broken and view.circuit.first_rows:
                 problem = variant_order_problem(self.conn, entry.plan, entry.sql)
                 view.broken = None if problem is None else f"materialized view {entry.name}: {problem}"
             views[key] = view

@@ -208,7 +208,7 @@ def write_delta(conn: apsw.Connection, view: str, width: int, delta: ZSet[bytes]
     if delta:
         rows = [(*row_of(key), weight) for key, weight in delta.items()]
         for row in rows:
-            if row[0] is not None and type(row[0]) is bytes and row[0] == VARIANT_DEPENDENT and row[-1] > 0:
+            if row[0] == VARIANT_DEPENDENT and row[-1] > 0:
                 unreadable(view, "", row[0])  # (a whole row in doubt: every reader reads it)
         if is_node(view):
             # an internal node's row that is an error (an overflowing aggregate) fails its view

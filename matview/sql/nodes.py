@@ -44,7 +44,7 @@ from matview.sql.sqltext import (
     tokenize,
 )
 from matview.sql.validate import probe_columns
-from matview.storage.schema import key_compares_as_columns, read_table, view_sql
+from matview.storage.schema import read_table, unique_key_columns, view_sql
 
 
 @dataclass(frozen=True)
@@ -434,11 +434,8 @@ def _keeps_a_key(conn: apsw.Connection, select: str) -> bool:
         table = read_table(conn, items[0].name)
     except Error:
         return False  # (a view, a CTE or no such table: not this rule's)
-    if table.has_rowid and table.ipk is not None:
-        key = {fold(table.ipk)}
-    elif table.primary_key and not table.key_may_be_null and key_compares_as_columns(conn, table):
-        key = {fold(c) for c in table.primary_key}
-    else:
+    key = unique_key_columns(conn, table)
+    if key is None:
         return False
     alias = fold(items[0].alias)
     kept: set[str] = set()

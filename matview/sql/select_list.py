@@ -31,7 +31,7 @@ from matview.sql.sqltext import (
     split_top_level,
     tokenize,
 )
-from matview.storage.schema import Column, has_one_variant, key_compares_as_columns
+from matview.storage.schema import Column, has_one_variant, unique_key_columns
 
 _AGG_FUNCS = {"string_agg": "group_concat"}
 
@@ -252,13 +252,8 @@ class SelectList:
             table = occurrence.table
             if table.materialized:
                 continue
-            if table.has_rowid and table.ipk is not None:
-                key = {fold(table.ipk)}
-            elif table.primary_key and not table.key_may_be_null and key_compares_as_columns(self.conn, table):
-                key = {fold(c) for c in table.primary_key}
-            else:
-                continue
-            if all((index, column) in grouped for column in key):
+            key = unique_key_columns(self.conn, table)
+            if key is not None and all((index, column) in grouped for column in key):
                 keyed.add(index)
         extra: list[tuple[Token, ...]] = []
         if not keyed:

@@ -147,6 +147,21 @@ def item_alias(item: Span) -> str | None:
     return str(node.alias) if isinstance(node, exp.Alias) else None
 
 
+#: what a select item's expression can end with right before an alias written without AS (`x a`)
+_BEFORE_BARE_ALIAS = {TokenType.VAR, TokenType.IDENTIFIER, TokenType.R_PAREN, TokenType.NUMBER, TokenType.STRING}
+
+
+def split_alias(tokens: Sequence[Token]) -> tuple[tuple[Token, ...], Token | None]:
+    """A select item's expression, and the alias it ends with (`x AS a`, `x a`, `f(x) a`) or None."""
+    tokens = tuple(tokens)
+    if len(tokens) >= 3 and tokens[-2].kind == TokenType.ALIAS and tokens[-1].is_name:
+        return tokens[:-2], tokens[-1]
+    bare = len(tokens) >= 2 and tokens[-1].is_name and tokens[-1].kind != TokenType.STRING
+    if bare and tokens[-2].kind in _BEFORE_BARE_ALIAS:
+        return tokens[:-1], tokens[-1]
+    return tokens, None
+
+
 def split_top_level(sql: str, tokens: Sequence[Token], separator: TokenType = TokenType.COMMA) -> list[Span]:
     """Split `tokens` at separators of depth 0 (select items, GROUP BY terms, arguments)."""
     parts: list[Span] = []

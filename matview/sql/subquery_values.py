@@ -32,6 +32,7 @@ from matview.sql.sqltext import (
     find_aggregate_calls,
     matching_paren,
     set_operators,
+    split_alias,
     split_clauses,
     split_top_level,
     tokenize,
@@ -233,10 +234,9 @@ def _derived_aggregate(tokens: tuple[Token, ...], from_items: list[FromItem]) ->
     inner = tokenize(body)
     clauses = split_clauses(body, inner)
     for item in split_top_level(body, clauses.select.tokens):
-        toks = item.tokens
-        if len(toks) < 2 or fold(toks[-1].text) != name or not toks[-1].is_name:
-            continue
-        expression = toks[:-2] if toks[-2].kind == TokenType.ALIAS else toks[:-1]
+        expression, alias = split_alias(item.tokens)
+        if not item.tokens or fold((alias or item.tokens[-1]).text) != name:
+            continue  # (the first item SQLite names so is the one the name reads)
         calls = find_aggregate_calls(body, expression)
         if len(calls) == 1 and calls[0].first == 0 and calls[0].last == len(expression):
             return calls[0].name
@@ -359,13 +359,8 @@ def _grouped_lookup(conn: apsw.Connection, body: str, clauses: Clauses, from_ite
     outputs: dict[str, str] = {}  # per grouped column (folded): the name the derived table shows it under
     shown: set[str] = set()
     for span in split_top_level(derived, inner.select.tokens):
-        toks = span.tokens
-        if len(toks) >= 3 and toks[-2].kind == TokenType.ALIAS:
-            expression, name = toks[:-2], toks[-1]
-        elif len(toks) in (2, 4) and toks[-1].is_name and toks[-2].kind != TokenType.DOT:
-            expression, name = toks[:-1], toks[-1]
-        else:
-            expression, name = toks, toks[-1]
+        expression, alias = split_alias(span.tokens)
+        name = alias or span.tokens[-1]
         shown.add(fold(name.text))
         plain = len(expression) == 1 or (len(expression) == 3 and expression[1].kind == TokenType.DOT)
         if plain and expression[-1].is_name:

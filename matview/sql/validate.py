@@ -16,7 +16,7 @@ from sqlglot.tokens import TokenType
 from matview.errors import Error, UnsupportedQuery
 from matview.names import quote
 from matview.sql.from_clause import FromClause
-from matview.sql.sqltext import AGGREGATE_NAMES, Token, excerpt, parse_sqlite, split_top_level, tokenize
+from matview.sql.sqltext import AGGREGATE_NAMES, Token, excerpt, parse_sqlite, splice, split_top_level, tokenize
 from matview.storage.schema import ROWID_NAMES
 
 _DATE_FUNCTIONS = {"date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff"}
@@ -57,7 +57,7 @@ def drop_main_qualifiers(sql: str) -> str:
     main read without an alias is named `t` too), so the passes that replace a table by its
     delta or state, keeping its name, keep the reference valid."""
     tokens = tokenize(sql)
-    edits = []
+    edits: list[tuple[int, int, str]] = []
     for index in range(len(tokens) - 4):
         first, dot, table, dot2, column = tokens[index : index + 5]
         if (
@@ -68,10 +68,8 @@ def drop_main_qualifiers(sql: str) -> str:
             and column.is_name
             and not (index and tokens[index - 1].kind == TokenType.DOT)
         ):
-            edits.append((first.start, table.start))
-    for start, end in reversed(edits):
-        sql = sql[:start] + sql[end:]
-    return sql
+            edits.append((first.start, table.start, ""))
+    return splice(sql, edits)
 
 
 def probe_columns(conn: apsw.Connection, sql: str) -> tuple[list[str], list[str]]:

@@ -19,9 +19,9 @@ import apsw
 from matview.errors import Error
 from matview.names import PREFIX, fold, quote
 from matview.plan import Plan
-from matview.sql.sqltext import Token, split_clauses, split_top_level, tokenize
+from matview.sql.sqltext import Token, split_alias, split_clauses, split_top_level, tokenize
 from matview.sql.validate import one_statement
-from matview.storage.schema import read_table
+from matview.storage.schema import TableInfo, read_table
 
 _INDEX_USED = re.compile(r"USING (?:COVERING )?INDEX (\S+)")
 
@@ -32,10 +32,21 @@ def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | N
     if not any(a.func == "group_concat" for a in plan.aggs) or not plan.sources or plan.upstreams:
         return None  # (over a materialized view: EXPLAIN would read the view's module again)
     try:
-        grouped = _group_columns(sql, _columns_of(conn, plan))
+        table = read_table(conn, plan.sources[0])
+    except Error:
+        return None  # (the table is gone: the view's own checks say so)
+    try:
+        grouped = _group_columns(sql, {fold(c.name) for c in table.columns})
     except Error:
         grouped = set()
-    return _index_out_of_rowid_order(conn, plan, sql, grouped)
+    index = _reordering_index(conn, table, sql, grouped)
+    if index is None:
+        return None
+    return (
+        f"GROUP_CONCAT: SQLite reads {plan.sources[0]} through {index}, so it concatenates each group's values "
+        "in that index's order; matview keeps them in rowid order (the table's own). Drop that index, or "
+        "aggregate without GROUP_CONCAT"
+    )
 
 
 def shows_first_rows(plan: Plan) -> bool:
@@ -53,62 +64,55 @@ def variant_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | 
     shows ('a' or 'A' under NOCASE: its least rowid's, `Circuit._first_row`) — or None (a table
     scan, or an index on some of the class's columns). An index with other columns
     (`(email, last_name)`) orders a class by those: refused at CREATE, and a view whose table
-    gains one later is broken until it is dropped (its stored classes chose by rowid)."""
-    if not shows_first_rows(plan):
-        return None
+    gains one later is broken until it is dropped (its stored classes chose by rowid). For a
+    view that shows first rows (`shows_first_rows`)."""
     try:
-        columns = _group_columns(sql, _columns_of(conn, plan)) if plan.kind == "aggregate" else _select_columns(sql)
+        table = read_table(conn, plan.sources[0])
+    except Error:
+        return None  # (the table is gone: the view's own checks say so)
+    try:
+        columns = (
+            _group_columns(sql, {fold(c.name) for c in table.columns})
+            if plan.kind == "aggregate"
+            else _select_columns(sql)
+        )
     except Error:  # (not one plain SELECT: `WITH …`, a set operation) — no index is known to keep it
         columns = set()
-    problem = _index_out_of_rowid_order(conn, plan, sql, columns)
-    if problem is None:
+    index = _reordering_index(conn, table, sql, columns)
+    if index is None:
         return None
-    return problem.replace(
-        "GROUP_CONCAT: ", "GROUP BY/DISTINCT over values with several spellings (NOCASE, untyped): "
-    ).replace(
-        "so it concatenates each group's values in that index's order; matview keeps them in rowid order (the table's "
-        "own). Drop that index, or aggregate without GROUP_CONCAT",
-        "whose order decides which spelling of a group SQLite shows; matview keeps the table's own (rowid) order. "
-        "Drop that index, or group by a typed BINARY column (or lower()/CAST of it)",
+    return (
+        f"GROUP BY/DISTINCT over values with several spellings (NOCASE, untyped): SQLite reads {plan.sources[0]} "
+        f"through {index}, whose order decides which spelling of a group SQLite shows; matview keeps the table's "
+        "own (rowid) order. Drop that index, or group by a typed BINARY column (or lower()/CAST of it)"
     )
 
 
-def _index_out_of_rowid_order(conn: apsw.Connection, plan: Plan, sql: str, grouped: set[str]) -> str | None:
-    table = fold(plan.sources[0])
+def _reordering_index(conn: apsw.Connection, table: TableInfo, sql: str, grouped: set[str]) -> str | None:
+    """The index (as messages name it, with its columns) through which SQLite reads `table` for
+    `sql` and meets one class's rows out of rowid order: one with columns beyond `grouped`, or
+    one of them under another collation than the column's; None for none."""
     for detail in query_plan(conn, sql):
         for index in _INDEX_USED.findall(detail):
             owner = conn.execute(
                 "SELECT tbl_name FROM main.sqlite_master WHERE type = 'index' AND name = ?", (index,)
             ).fetchone()
-            if owner is None or fold(str(owner[0])) != table:
+            if owner is None or fold(str(owner[0])) != fold(table.name):
                 continue
             keyed = [row for row in conn.execute(f"PRAGMA main.index_xinfo({quote(index)})") if row[5]]
             columns = [str(row[2]) for row in keyed]
             # (an index under another collation than its column's orders one class's rows by spelling)
-            recollated = any(
-                row[2] is None or str(row[4]).upper() != _collation(conn, table, str(row[2])) for row in keyed
-            )
+            recollated = any(row[2] is None or str(row[4]).upper() != _collation(table, str(row[2])) for row in keyed)
             if not columns or not {fold(c) for c in columns} <= grouped or recollated:
-                shown = (
-                    "an index matview made for another view"
-                    if index.lower().startswith(f"{PREFIX}ix_")
-                    else f"index {index}"
-                )
-                return (
-                    f"GROUP_CONCAT: SQLite reads {plan.sources[0]} through {shown} ({', '.join(columns)}), "
-                    "so it concatenates each group's values in that index's order; matview keeps them in "
-                    "rowid order (the table's own). Drop that index, or aggregate without GROUP_CONCAT"
-                )
+                mine = index.lower().startswith(f"{PREFIX}ix_")
+                shown = "an index matview made for another view" if mine else f"index {index}"
+                return f"{shown} ({', '.join(columns)})"
     return None
 
 
-def _columns_of(conn: apsw.Connection, plan: Plan) -> set[str]:
-    return {fold(c.name) for c in read_table(conn, plan.sources[0]).columns}
-
-
-def _collation(conn: apsw.Connection, table: str, column: str) -> str:
+def _collation(table: TableInfo, column: str) -> str:
     """A column's declared collation (BINARY where it declares none)."""
-    found = read_table(conn, table).column(column)
+    found = table.column(column)
     return found.collation.upper() if found is not None else "BINARY"
 
 
@@ -131,13 +135,8 @@ def _items(sql: str) -> list[tuple[tuple[Token, ...], str | None]]:
     clauses = split_clauses(sql, tokens)
     found: list[tuple[tuple[Token, ...], str | None]] = []
     for item in split_top_level(sql, clauses.select.tokens):
-        toks = item.tokens
-        if len(toks) >= 3 and toks[-2].text.upper() == "AS":
-            found.append((toks[:-2], fold(toks[-1].text)))
-        elif len(toks) in (2, 4) and toks[-2].text != "." and toks[-1].is_name:
-            found.append((toks[:-1], fold(toks[-1].text)))
-        else:
-            found.append((toks, None))
+        expression, alias = split_alias(item.tokens)
+        found.append((expression, fold(alias.text) if alias is not None else None))
     return found
 
 

@@ -78,13 +78,14 @@ def plain_view_sql(view: str, plan: Plan) -> str:
     source, repeat, left = quote("__dbsp_s"), quote("__dbsp_r"), quote("__dbsp_left")
     numbers = quote("__dbsp_n")
     select = ", ".join(_column(c, plan.kind == "aggregate" and not c.is_column) for c in plan.columns)
-    check = ""
+    weight_one, heavy_rows = "", ""  # (what each arm's WHERE adds)
     if variant_prone(plan):
         # a row whose spelling SQLite would pick by scan order holds the VARIANT_DEPENDENT marker
         # in every column: a stock reader gets SQLite's "integer overflow" instead of the blob
         first = f"{source}.{quote(plan.columns[0].name)}"
         overflow = "-9223372036854775807 - 1"
-        check = f" AND abs(CASE WHEN {first} IS X'{VARIANT_DEPENDENT.hex()}' THEN {overflow} ELSE 0 END) >= 0"
+        check = f"abs(CASE WHEN {first} IS X'{VARIANT_DEPENDENT.hex()}' THEN {overflow} ELSE 0 END) >= 0"
+        weight_one, heavy_rows = f" AND {check}", f" WHERE {check}"
     heavy = (
         f"WITH RECURSIVE {numbers}({row_id}, {left}) AS ("
         f"SELECT {row_id}, {weight} FROM {table} WHERE {weight} > 1 "
@@ -93,9 +94,9 @@ def plain_view_sql(view: str, plan: Plan) -> str:
     )
     return (
         f"CREATE VIEW main.{quote(view)} AS "
-        f"SELECT {select} FROM {table} AS {source} WHERE {weight} = 1{check} "
+        f"SELECT {select} FROM {table} AS {source} WHERE {weight} = 1{weight_one} "
         f"UNION ALL SELECT {select} FROM {table} AS {source} "
-        f"JOIN ({heavy}) AS {repeat} ON {source}.{row_id} = {repeat}.{row_id}{check.replace(' AND ', ' WHERE ', 1)}"
+        f"JOIN ({heavy}) AS {repeat} ON {source}.{row_id} = {repeat}.{row_id}{heavy_rows}"
     )
 
 

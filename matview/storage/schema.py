@@ -270,19 +270,21 @@ def _is_without_rowid(conn: apsw.Connection, name: str, columns: list[Column]) -
     return bool(re.search(r"\)\s*(STRICT\s*,\s*)?WITHOUT\s+ROWID", str(sql or ""), re.IGNORECASE))
 
 
-def key_compares_as_columns(conn: apsw.Connection, table: TableInfo) -> bool:
-    """Whether `table`'s primary key is unique under its columns' own collations — what GROUP BY,
-    DISTINCT and joins compare by — so that rows equal on the key columns are one row: an INTEGER
-    PRIMARY KEY, or a key whose index collates each column as the column does (`k TEXT COLLATE
-    NOCASE, PRIMARY KEY (k COLLATE BINARY)` holds 'x' and 'X', one NOCASE group)."""
+def unique_key_columns(conn: apsw.Connection, table: TableInfo) -> set[str] | None:
+    """The columns (folded names) no two rows of `table` share values of under the columns' own
+    collations — what GROUP BY, DISTINCT and joins compare by: its INTEGER PRIMARY KEY, or a NOT
+    NULL primary key whose index collates each column as the column does (`k TEXT COLLATE NOCASE,
+    PRIMARY KEY (k COLLATE BINARY)` holds 'x' and 'X', one NOCASE group); None when none does."""
     if table.has_rowid and table.ipk is not None:
-        return True
+        return {fold(table.ipk)}
+    if not table.primary_key or table.key_may_be_null:
+        return None
     for _seq, index, _unique, origin, _partial in conn.execute(f"PRAGMA main.index_list({quote(table.name)})"):
         if origin != "pk":
             continue
         for row in conn.execute(f"PRAGMA main.index_xinfo({quote(str(index))})"):
             column = table.column(str(row[2])) if row[5] and row[2] is not None else None
             if column is not None and str(row[4]).upper() != column.collation.upper():
-                return False
-        return True
-    return False
+                return None
+        return {fold(c) for c in table.primary_key}
+    return None
