@@ -428,3 +428,21 @@ def test_a_plan_with_a_damaged_placeholder_or_column_name(tmp_path: Path) -> Non
             conn.execute("SELECT * FROM v_minmax").fetchall()
         conn.execute("INSERT INTO t(txn, n, grp, val, note) VALUES (100, 1, 1, 1, 'w')")
         conn.close()
+
+
+def test_a_catalog_whose_base_tables_are_not_names_is_refused(tmp_path):
+    """A catalog row whose base-table list holds something else than names (found by the catalog
+    fuzz: a list was bound as a parameter, a raw TypeError) is a corrupt catalog: matview.Error."""
+    from matview.storage.codec import pack
+
+    path = tmp_path / "db.sqlite"
+    conn = matview.connect(str(path))
+    conn.execute("CREATE TABLE t(a)")
+    conn.execute("CREATE MATERIALIZED VIEW v AS SELECT a FROM t")
+    conn.close()
+    raw = sqlite3.connect(path)
+    raw.execute("UPDATE __dbsp_catalog SET base_tables = ?", (pack(["t", ["x"]]),))
+    raw.commit()
+    raw.close()
+    with pytest.raises(matview.Error, match="base tables are not all names"):
+        matview.connect(str(path))

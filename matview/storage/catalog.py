@@ -185,6 +185,8 @@ def load_views(conn: apsw.Connection) -> dict[str, ViewEntry]:
             plan = Plan.from_dict(data)
             _refuse_unknown_placeholders(plan)
             base_tables = list(unpack(base_blob))
+            if not all(isinstance(table, str) for table in base_tables):
+                raise ValueError("its base tables are not all names")
         except Exception as exc:
             raise CatalogError(f"matview catalog entry of view {name} is corrupt: {exc}") from None
         views[fold(name)] = ViewEntry(name, sql, plan, maintenance, base_tables)
