@@ -33,7 +33,7 @@ from matview.operators.aggregate import Aggregate
 from matview.operators.distinct import Distinct
 from matview.operators.set_operation import SetOperation
 from matview.plan import Plan, render
-from matview.storage.concat_order import shows_first_rows
+from matview.storage.scan_order import shows_first_rows
 from matview.storage.state import StateStore
 from matview.zset import ZSet
 
@@ -64,7 +64,7 @@ class Circuit:
         self._first_row_sql: dict[int, str] = {}
         self._first_rows_sql: dict[int, str] = {}
         #: a GROUP BY or DISTINCT class with several variants shows its least rowid's (SQLite's
-        #: table scan meets them in rowid order; an index that would not is refused, `concat_order`)
+        #: table scan meets them in rowid order; an index that would not is refused, `scan_order`)
         self.first_rows = shows_first_rows(plan) and one_rowid_table
         if self.first_rows and self.aggregate is not None:
             self.aggregate.first_variant = self._first_row

@@ -31,9 +31,9 @@ from matview.storage.capture import (
     remove_capture,
 )
 from matview.storage.catalog import ViewEntry
-from matview.storage.concat_order import variant_order_problem
 from matview.storage.indexes import drop_unused as drop_unused_indexes
 from matview.storage.indexes import refuse_group_concat_through_own_index, with_indexes
+from matview.storage.scan_order import variant_order_problem
 from matview.storage.schema import affinity, read_table, table_kind
 from matview.storage.state import StateStore, clear_state_tables, create_state_tables
 from matview.storage.viewstore import ViewTable

@@ -123,6 +123,9 @@ class Plan:
     post_exprs: tuple[str, ...] = ()
     having: str | None = None
     rowid_column: int | None = None  # stage-1 index of the base rowid, when an aggregate needs order
+    #: the row the one MIN/MAX keeps is kept per group: bare columns, and the GROUP BY spelling, come
+    #: from it (`operators.bare_columns`)
+    extreme_row: bool = False
     exact_groups: bool = True  # GROUP BY keys have one variant each (see operators.variants)
     exact_distinct: bool = True  # DISTINCT rows have one variant each
     signatures: tuple[tuple[str, Signature], ...] = field(default=())  # per distinct base table

@@ -24,7 +24,7 @@ from matview.plan import OutputColumn
 from matview.storage import catalog, readable
 from matview.storage.capture import capture_installed, missing_capture_tables, missing_tables
 from matview.storage.catalog import ViewEntry
-from matview.storage.concat_order import concat_order_problem, variant_order_problem
+from matview.storage.scan_order import concat_order_problem, variant_order_problem
 from matview.storage.schema import read_table, view_sql
 from matview.storage.viewstore import ViewTable
 from matview.zset import ZSet

@@ -16,6 +16,7 @@ from typing import Any
 from matview.evaluator import Evaluator
 from matview.keys import group_key, row_key
 from matview.operators.accumulators import RESULT_ERRORS, VARIANT_DEPENDENT, Accumulator
+from matview.operators.bare_columns import BareColumns
 from matview.operators.variants import count_variant, shown_variant
 from matview.plan import Plan
 from matview.storage.state import StateStore
@@ -62,6 +63,9 @@ class Aggregate:
             Accumulator(spec, op=op, coerce=evaluator.numeric_sum_term, owns_multiset=op == index + 1)
             for index, (spec, op) in enumerate(zip(plan.aggs, multiset_ops(plan), strict=True))
         ]
+        #: bare columns beside one MIN/MAX: that aggregate's and their results (`bare_columns`)
+        self.bare_columns = BareColumns.of(plan)
+        self._own = [i not in (self.bare_columns.covers if self.bare_columns else ()) for i in range(len(plan.aggs))]
 
     def fresh_group(self, values: Sequence[Any]) -> list[Any]:
         """[row count, shown group values, emitted row, acc…, variants of the group values]"""
@@ -90,7 +94,8 @@ class Aggregate:
             touched[EMPTY_KEY] = self.load(store, EMPTY_KEY, ())
         rowid_column = plan.rowid_column
         track_variants = not plan.exact_groups
-        specs = [(a, a.spec.arg, a.spec.filter) for a in self.accumulators]
+        specs = [(i, a, a.spec.arg, a.spec.filter) for i, a in enumerate(self.accumulators) if self._own[i]]
+        bare_columns = self.bare_columns
         for row in rows:
             weight = row[-1]
             values = row[:k]
@@ -102,11 +107,13 @@ class Aggregate:
             if track_variants:
                 group[-1] = count_variant(group[-1], values, weight)
             rowid = row[rowid_column] if rowid_column is not None else None
-            for index, (acc, arg, filt) in enumerate(specs):
+            for index, acc, arg, filt in specs:
                 if filt is not None and not row[filt]:
                     continue
                 value = row[arg] if arg is not None else None
                 group[3 + index] = acc.update(group[3 + index], value, weight, store, key, rowid)
+            if bare_columns is not None:
+                bare_columns.update(store, key, row, weight, rowid)
         return self.emit(touched, store)
 
     def load(self, store: StateStore, key: bytes, values: Sequence[Any]) -> list[Any]:
@@ -125,20 +132,25 @@ class Aggregate:
             if group[0] == 0 and plan.has_group_by:
                 store.put(GROUPS_OP, key, None)
                 continue
+            results = [
+                a.result(group[3 + i], store, key) if self._own[i] else None for i, a in enumerate(self.accumulators)
+            ]
+            spelled = self.bare_columns.fill(results, store, key) if self.bare_columns is not None else None
             ambiguous = False
-            if not plan.exact_groups:
+            if spelled is not None:
+                group[1] = spelled  # (the extreme row's spelling: `bare_columns`)
+            elif not plan.exact_groups:
                 variants = group[-1]
                 first = None
                 if variants and len(variants) > 1 and self._shows_groups:
                     # SQLite shows the first row's variant of a scan (one rowid table: the least
-                    # rowid) — or, beside MIN/MAX, the extreme row's; elsewhere the scan order
-                    # is the join's or the plan's, which matview does not know
+                    # rowid) — or, beside MIN/MAX, the extreme row's (kept where `Plan.extreme_row`);
+                    # elsewhere the scan order is the join's or the plan's, which matview does not know
                     if self.first_variant is None or self._extremes:
                         ambiguous = True
                     else:
                         first = self.first_variant(store, group[1])
                 group[1] = first if first is not None else shown_variant(group[1], variants)
-            results = [a.result(group[3 + i], store, key) for i, a in enumerate(self.accumulators)]
             if ambiguous:
                 results = [VARIANT_DEPENDENT for _ in results] or [VARIANT_DEPENDENT]
             live.append((key, group, results))

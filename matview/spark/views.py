@@ -80,7 +80,7 @@ def local_reason(plan: Plan, sql: str, loaded: dict[str, str]) -> str | None:
     if not plan.exact_groups:
         return "GROUP BY over values with several variants (collations, untyped columns)"
     if plan.rowid_column is not None:
-        return "an aggregate ordered by rowid (GROUP_CONCAT)"
+        return "an aggregate ordered by rowid (GROUP_CONCAT, or bare columns beside MIN/MAX)"
     for spec in plan.aggs:
         if spec.distinct or spec.func not in ("count", "sum", "total", "avg", "min", "max"):
             return f"{spec.sql or spec.func} has no partial-state merge"

@@ -260,6 +260,12 @@ def build_plan(
     builder.group_terms = group_terms
     for toks in group_terms:
         builder.add_stage1(Span(sql, toks).text)
+    having_calls = find_aggregate_calls(sql, clauses.having.tokens) if clauses.having else []
+    # (SQLite counts the MIN/MAX calls of its ORDER BY too: a second one makes the row arbitrary)
+    order_calls = find_aggregate_calls(sql, clauses.order.tokens) if clauses.order else []
+    builder.allow_bare_columns(
+        [call for calls in calls_per_item for call in calls] + having_calls + order_calls, has_subquery(sql)
+    )
     group_norm = [builder.normalized(toks) for toks in group_terms]
     group_refs = [builder.column_of(toks) for toks in group_terms]
     outputs: list[tuple[str, int]] = []
@@ -280,7 +286,13 @@ def build_plan(
         having_text = builder.substitute_aliases(clauses.having, items)
         having = builder.post_expression(having_text, "HAVING")
     rowid_column = None
-    if any(a.func == "group_concat" for a in builder.aggs):
+    exact_groups = all(
+        ref is not None and (ref.column is None or has_one_variant(ref.column.decltype, builder.collation_of(toks)))
+        for ref, toks in zip(group_refs, group_terms)
+    )
+    # beside one MIN/MAX, SQLite shows the spelling of the extreme row's GROUP BY values too
+    extreme_row = builder.bare_refusal is None and (not exact_groups or any(a.func == "bare" for a in builder.aggs))
+    if extreme_row or any(a.func == "group_concat" for a in builder.aggs):
         first = source.occurrences[0]
         rowid_column = builder.add_stage1(f"{quote(first.alias)}.{first.table.rowid_name}")
     # the per-group table: a plain column keeps its type (affinity) and collation
@@ -293,10 +305,6 @@ def build_plan(
         )
         for j in sorted(builder.used_groups)
     ]
-    exact_groups = all(
-        ref is not None and (ref.column is None or has_one_variant(ref.column.decltype, builder.collation_of(toks)))
-        for ref, toks in zip(group_refs, group_terms)
-    )
     return replace(
         rows_plan,
         exact_groups=exact_groups,
@@ -310,6 +318,7 @@ def build_plan(
         post_exprs=tuple(post_exprs),
         having=having,
         rowid_column=rowid_column,
+        extreme_row=extreme_row,
     )
 
 

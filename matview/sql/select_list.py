@@ -56,6 +56,9 @@ class SelectList:
         #: per (argument, FILTER) text of a MIN/MAX: its stage-1 columns (shared by MIN and MAX of it)
         self.extreme_columns: dict[tuple[str, str | None], tuple[int | None, int | None]] = {}
         self.stage1: list[str] = []
+        #: why a bare column (neither aggregated nor grouped) cannot be maintained; None where it
+        #: can (`allow_bare_columns`)
+        self.bare_refusal: str | None = "SQLite takes it from an arbitrary row of the group"
 
     # -- column references -------------------------------------------------------------
     def column_of(self, tokens: tuple[Token, ...]) -> ColumnRef | None:
@@ -157,13 +160,54 @@ class SelectList:
         return splice(span.text, [(s - base, e - base, r) for s, e, r in replacements])
 
     # -- aggregates --------------------------------------------------------------------
-    def aggregate(self, call: AggregateCall, sql: str) -> int:
-        """Register an aggregate call (deduplicated) and its stage-1 inputs; its index."""
-        key = (
+    def _call_key(self, call: AggregateCall) -> tuple[tuple[str, str], ...]:
+        """What two calls SQLite computes once share (its aggregates are deduplicated too)."""
+        return (
             self.normalized([Token(TokenType.VAR, call.name, 0, 0)] + [t for a in call.args for t in a.tokens])
             + ((("distinct", str(call.distinct)),))
             + (self.normalized(call.filter.tokens) if call.filter else ())
         )
+
+    def allow_bare_columns(self, calls: list[AggregateCall], has_subquery: bool) -> None:
+        """Whether columns read outside aggregates and GROUP BY (`SELECT cat, name, max(price) …
+        GROUP BY cat`) can be maintained: SQLite documents that beside exactly one MIN() or MAX()
+        they come from the row holding the extreme (`operators.bare_columns`), which matview
+        finds over one table with an INTEGER PRIMARY KEY, read in rowid order. Else
+        `bare_refusal` says why not, in the user's terms."""
+        extremes = {self._call_key(call): call for call in calls if call.name in ("min", "max")}
+        occurrences = self.source.occurrences
+        if len(extremes) != 1:
+            self.bare_refusal = (
+                "beside several MIN()/MAX() calls SQLite takes it from a row that depends on all of them"
+                if extremes
+                else "SQLite takes it from an arbitrary row of the group (beside exactly one MIN() or MAX(), "
+                "from the extreme row, which matview maintains)"
+            )
+        elif (extreme := next(iter(extremes.values()))).distinct or extreme.filter is not None:
+            self.bare_refusal = "beside MIN/MAX with DISTINCT or FILTER, SQLite's choice of row is not documented"
+        elif self.source.is_join or len(occurrences) != 1:
+            self.bare_refusal = "over a join, the row SQLite takes it from follows the join's loop order"
+        elif has_subquery:
+            self.bare_refusal = "in a query with a subquery, bare columns are not supported yet"
+        elif occurrences[0].table.materialized or occurrences[0].table.ipk is None:
+            self.bare_refusal = (
+                f"{occurrences[0].table.name} has no INTEGER PRIMARY KEY: SQLite takes it from the first of the "
+                "extreme rows it meets, in rowid order, and VACUUM may renumber rowids"
+            )
+        else:
+            self.bare_refusal = None
+
+    def bare_value(self, written: str, tokens: tuple[Token, ...]) -> int:
+        """Register a bare column (`AggSpec` "bare": its value in the row MIN/MAX keeps); its index."""
+        key = (("bare", ""), *self.normalized(tokens))
+        if key not in self.agg_keys:
+            self.aggs.append(AggSpec("bare", arg=self.add_stage1(written), sql=written))
+            self.agg_keys[key] = len(self.aggs) - 1
+        return self.agg_keys[key]
+
+    def aggregate(self, call: AggregateCall, sql: str) -> int:
+        """Register an aggregate call (deduplicated) and its stage-1 inputs; its index."""
+        key = self._call_key(call)
         if key in self.agg_keys:
             return self.agg_keys[key]
         func = _AGG_FUNCS.get(call.name, call.name)
@@ -304,8 +348,9 @@ class SelectList:
 
     def post_expression(self, text: str, where: str) -> str:
         """Rewrite a post-aggregation expression: aggregate calls become `"__a{i}"` columns,
-        then GROUP BY terms `"__g{j}"`; any column left is neither, which SQLite would
-        answer from an arbitrary row of the group (a bare column): refused."""
+        then GROUP BY terms `"__g{j}"`; any column left is neither, which SQLite answers from
+        a row of the group it picks (a bare column): the MIN/MAX row's value `"__a{k}"` where
+        that is maintained (`allow_bare_columns`), else refused."""
         toks = tokenize(text)
         replacements = []
         for call in find_aggregate_calls(text, toks):
@@ -315,6 +360,7 @@ class SelectList:
         text = self.substitute_group_terms(splice(text, replacements))
         toks = tokenize(text)
         inside = _inside_subqueries(tuple(toks))
+        bare: list[tuple[int, int, str]] = []
         for index, token in enumerate(toks):
             if not token.is_name or (index and toks[index - 1].kind == TokenType.DOT):
                 continue
@@ -330,11 +376,14 @@ class SelectList:
                         f"a subquery in {where} of an aggregating query is not supported in this form (with "
                         "DISTINCT, a window, `*`, or an alias two items share)"
                     )
-                raise UnsupportedQuery(
-                    f"column {written} in {where} is neither aggregated nor a GROUP BY column "
-                    "(bare columns are not supported)"
-                )
-        return text
+                if self.bare_refusal is not None:
+                    raise UnsupportedQuery(
+                        f"column {written} in {where} is neither aggregated nor a GROUP BY column: {self.bare_refusal}"
+                    )
+                last = index + 2 if qualified else index
+                tokens = tuple(toks[index : last + 1])
+                bare.append((token.start, toks[last].end, quote(f"__a{self.bare_value(written, tokens)}")))
+        return splice(text, bare)
 
 
 def _inside_subqueries(tokens: tuple[Token, ...]) -> set[int]:

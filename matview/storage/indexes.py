@@ -28,7 +28,7 @@ from matview.plan import Plan
 from matview.sql.from_clause import FromClause
 from matview.sql.frontend import Compiled
 from matview.storage import catalog
-from matview.storage.concat_order import concat_order_problem, query_plan, shows_first_rows
+from matview.storage.scan_order import concat_order_problem, follows_scan_order, query_plan
 from matview.storage.schema import read_table
 
 Probe = tuple[str, str]  # (column, collation)
@@ -122,7 +122,7 @@ def create_index(conn: apsw.Connection, table: str, probes: list[Probe]) -> str 
         return name
     columns = ", ".join(f"{quote(c)} COLLATE {quote(k)}" for c, k in probes)
     conn.execute(f"CREATE INDEX main.{quote(name)} ON {quote(table)} ({columns})")
-    if any(name in detail for detail in group_concat_plans(conn, table)):
+    if any(name in detail for detail in scan_order_plans(conn, table)):
         conn.execute(f"DROP INDEX main.{quote(name)}")
         return None
     return name
@@ -131,23 +131,20 @@ def create_index(conn: apsw.Connection, table: str, probes: list[Probe]) -> str 
 def refuse_group_concat_through_own_index(conn: apsw.Connection, plan: Plan, sql: str) -> None:
     """A GROUP_CONCAT view whose SELECT SQLite answers through an index with other columns than
     its GROUP BY's (a user's, or one matview made for another view) concatenates in that
-    index's order, not the rowid order kept here (`concat_order`)."""
+    index's order, not the rowid order kept here (`scan_order`)."""
     problem = concat_order_problem(conn, plan, sql)
     if problem is not None:
         raise UnsupportedQuery(problem)
 
 
-def group_concat_plans(conn: apsw.Connection, table: str) -> list[str]:
-    """The query-plan lines of the SELECTs of the views with GROUP_CONCAT over `table`: their
-    concatenation order is SQLite's scan order, which an index of matview's must not change."""
+def scan_order_plans(conn: apsw.Connection, table: str) -> list[str]:
+    """The query-plan lines of the SELECTs of the views over `table` that follow SQLite's scan
+    order (`scan_order.follows_scan_order`: GROUP_CONCAT, bare columns, first spellings), which
+    an index of matview's must not change."""
     details: list[str] = []
     for entry in catalog.load_views(conn).values():
         plan = entry.plan
-        concatenates = any(a.func == "group_concat" for a in plan.aggs)
-        # (a view over one table whose GROUP BY/DISTINCT values can have several spellings shows
-        # its least rowid's: an index that reorders a class would break it too)
-        spelled = shows_first_rows(plan)
-        if (concatenates or spelled) and fold(table) in {fold(t) for t in plan.sources}:
+        if follows_scan_order(plan) and fold(table) in {fold(t) for t in plan.sources}:
             details += query_plan(conn, entry.sql)
     return details
 

@@ -164,6 +164,31 @@ class StateStore:
             return TIED
         return best
 
+    def first_entry(self, op: int, key: bytes, descending: bool) -> Any:
+        """The value of the entry with positive weight least (or greatest) in (ord, kind)
+        order, or None: for entries whose kind orders equal ords (`bare_columns`: a rowid),
+        not a storage class. Equal ords of two classes (1 and 1.0) are equal here, as in
+        SQLite's index."""
+        pending = self._ordered.get((op, key), {})
+        order = "DESC" if descending else "ASC"
+        best: tuple[Any, int, Any] | None = None
+        for ord_, kind, value, weight in self.conn.execute(
+            f"SELECT ord, kind, value, weight FROM {self.ostate} WHERE operator_id = ? AND key = ? "
+            f"ORDER BY ord {order}, kind {order}",
+            (op, key),
+        ):
+            entry = pending.get((kind, canonical(ord_)))
+            if weight + (entry.delta if entry else 0) > 0:
+                best = (ord_, kind, entry.value if entry else value)
+                break
+        for entry in pending.values():
+            # an entry not stored is a candidate when its delta is positive
+            if entry.persisted == 0 and entry.delta > 0:
+                candidate = (entry.ord, entry.kind, entry.value)
+                if best is None or _entry_before(candidate, best, descending):
+                    best = candidate
+        return None if best is None else best[2]
+
     def entries(self, op: int, key: bytes) -> Iterator[tuple[Any, Any, int]]:
         """(ord, value, weight) with positive weight, in ord order."""
         pending = dict(self._ordered.get((op, key), {}))
@@ -249,6 +274,11 @@ class StateStore:
 
 def _better(candidate: Any, best: Any, descending: bool) -> bool:
     a, b = sqlite_order(candidate), sqlite_order(best)
+    return a > b if descending else a < b
+
+
+def _entry_before(candidate: tuple[Any, int, Any], best: tuple[Any, int, Any], descending: bool) -> bool:
+    a, b = (sqlite_order(candidate[0]), candidate[1]), (sqlite_order(best[0]), best[1])
     return a > b if descending else a < b
 
 

@@ -1,13 +1,17 @@
-"""The order SQLite meets a group's rows in — GROUP_CONCAT's order, and which of a class's
-variants it shows — and whether matview keeps it.
+"""The order SQLite meets a group's rows in — GROUP_CONCAT's order, which of a class's
+variants it shows, and which row bare columns beside MIN/MAX come from — and whether matview
+keeps it.
 
 SQLite's `group_concat` joins a group's values in the order its plan visits the rows. matview
 keeps each group's values by rowid (`accumulators`: GROUP_CONCAT needs an INTEGER PRIMARY KEY),
-which is SQLite's order when it scans the table (or an index on just the GROUP BY columns,
-whose entries for one group follow the rowid). An index with other columns — a user's
+which is SQLite's order when it scans the table forwards (or an index on just the GROUP BY
+columns, whose entries for one group follow the rowid). An index with other columns — a user's
 `CREATE INDEX ON tracks(album, name)`, made before the view or after — makes SQLite visit a
-group's rows in that index's order, which is not kept: refused at CREATE, and a view whose
-file gained such an index later reads as broken, naming it (never a wrong order).
+group's rows in that index's order, and an `ORDER BY … DESC` may make it scan backwards: neither
+is kept, so such a view is refused at CREATE, and a view whose file gained such an index later
+reads as broken, naming it (never a wrong order). Bare columns (`operators.bare_columns`) follow
+the same rule, except that an index may also end with the MIN/MAX argument (its ties still
+follow the rowid) — but not without GROUP BY, where SQLite seeks the extreme in such an index.
 """
 
 from __future__ import annotations
@@ -24,12 +28,15 @@ from matview.sql.validate import one_statement
 from matview.storage.schema import TableInfo, read_table
 
 _INDEX_USED = re.compile(r"USING (?:COVERING )?INDEX (\S+)")
+#: the opcodes of a backward scan (an ORDER BY … DESC read from an index or the table)
+_BACKWARD_OPCODES = {"Prev", "Last", "SeekLT", "SeekLE"}
 
 
 def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | None:
-    """Why SQLite's GROUP_CONCAT order for the view `sql` is not the rowid order matview keeps
-    (the index it reads the aggregated table through), or None."""
-    if not any(a.func == "group_concat" for a in plan.aggs) or not plan.sources or plan.upstreams:
+    """Why SQLite's GROUP_CONCAT order for the view `sql`, or the row its bare columns come
+    from, is not the rowid order matview keeps (how it reads the aggregated table), or None."""
+    concatenates = any(a.func == "group_concat" for a in plan.aggs)
+    if not (concatenates or plan.extreme_row) or not plan.sources or plan.upstreams:
         return None  # (over a materialized view: EXPLAIN would read the view's module again)
     try:
         table = read_table(conn, plan.sources[0])
@@ -39,20 +46,41 @@ def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | N
         grouped = _group_columns(sql, {fold(c.name) for c in table.columns})
     except Error:
         grouped = set()
-    index = _reordering_index(conn, table, sql, grouped)
-    if index is None:
-        return None
-    return (
-        f"GROUP_CONCAT: SQLite reads {plan.sources[0]} through {index}, so it concatenates each group's values "
-        "in that index's order; matview keeps them in rowid order (the table's own). Drop that index, or "
-        "aggregate without GROUP_CONCAT"
-    )
+    if concatenates:
+        how = _reordering_scan(conn, table, sql, grouped)
+        if how is not None:
+            return (
+                f"GROUP_CONCAT: SQLite reads {plan.sources[0]} {how}, so it concatenates each group's values "
+                "in that order; matview keeps them in rowid order (the table's own). Drop that index (or the "
+                "ORDER BY), or aggregate without GROUP_CONCAT"
+            )
+    if plan.extreme_row:
+        extreme = next(a for a in plan.aggs if a.func in ("min", "max"))
+        bare = [a.sql for a in plan.aggs if a.func == "bare"]
+        what = f"column {bare[0]}" if bare else "the spelling of a GROUP BY value"
+        argument = _argument_column(extreme.sql)
+        allowed = grouped | ({argument} if argument is not None else set()) if plan.has_group_by else set()
+        how = _reordering_scan(conn, table, sql, allowed)
+        if how is not None:
+            return (
+                f"{what} beside {extreme.sql}: SQLite reads {plan.sources[0]} {how}, and takes it from the "
+                "first extreme row it meets in that order; matview keeps the table's own (rowid) order. Drop "
+                "that index (or the ORDER BY)"
+            )
+    return None
+
+
+def follows_scan_order(plan: Plan) -> bool:
+    """Whether what a view shows depends on the order SQLite meets a group's rows in (which
+    matview's own indexes must not change: `indexes.create_index`)."""
+    return any(a.func == "group_concat" for a in plan.aggs) or plan.extreme_row or shows_first_rows(plan)
 
 
 def shows_first_rows(plan: Plan) -> bool:
     """Whether a view over one rowid table shows each GROUP BY or DISTINCT class's first row's
-    spelling (`Circuit._first_row`): grouped by values that can have several, or DISTINCT rows."""
-    grouped = plan.kind == "aggregate" and plan.has_group_by and not plan.exact_groups
+    spelling (`Circuit._first_row`): grouped by values that can have several, or DISTINCT rows
+    (beside one MIN/MAX, the extreme row's instead: `Plan.extreme_row`)."""
+    grouped = plan.kind == "aggregate" and plan.has_group_by and not plan.exact_groups and not plan.extreme_row
     distinct = plan.kind == "rows" and plan.distinct and not plan.exact_distinct
     one_table = len(plan.sources) == 1 and not (plan.upstreams or plan.root_recompute or plan.arms)
     return (grouped or distinct) and one_table
@@ -78,20 +106,23 @@ def variant_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | 
         )
     except Error:  # (not one plain SELECT: `WITH …`, a set operation) — no index is known to keep it
         columns = set()
-    index = _reordering_index(conn, table, sql, columns)
-    if index is None:
+    how = _reordering_scan(conn, table, sql, columns)
+    if how is None:
         return None
     return (
         f"GROUP BY/DISTINCT over values with several spellings (NOCASE, untyped): SQLite reads {plan.sources[0]} "
-        f"through {index}, whose order decides which spelling of a group SQLite shows; matview keeps the table's "
-        "own (rowid) order. Drop that index, or group by a typed BINARY column (or lower()/CAST of it)"
+        f"{how}, whose order decides which spelling of a group SQLite shows; matview keeps the table's "
+        "own (rowid) order. Drop that index (or the ORDER BY), or group by a typed BINARY column (or "
+        "lower()/CAST of it)"
     )
 
 
-def _reordering_index(conn: apsw.Connection, table: TableInfo, sql: str, grouped: set[str]) -> str | None:
-    """The index (as messages name it, with its columns) through which SQLite reads `table` for
-    `sql` and meets one class's rows out of rowid order: one with columns beyond `grouped`, or
-    one of them under another collation than the column's; None for none."""
+def _reordering_scan(conn: apsw.Connection, table: TableInfo, sql: str, grouped: set[str]) -> str | None:
+    """How SQLite reads `table` for `sql` when it meets one class's rows out of rowid order
+    (as messages say it): "backwards", or "through" the index — one with columns beyond
+    `grouped`, or one of them under another collation than the column's; None for neither."""
+    if _reads_backwards(conn, sql):
+        return "backwards (for its ORDER BY)"
     for detail in query_plan(conn, sql):
         for index in _INDEX_USED.findall(detail):
             owner = conn.execute(
@@ -106,8 +137,21 @@ def _reordering_index(conn: apsw.Connection, table: TableInfo, sql: str, grouped
             if not columns or not {fold(c) for c in columns} <= grouped or recollated:
                 mine = index.lower().startswith(f"{PREFIX}ix_")
                 shown = "an index matview made for another view" if mine else f"index {index}"
-                return f"{shown} ({', '.join(columns)})"
+                return f"through {shown} ({', '.join(columns)})"
     return None
+
+
+def _reads_backwards(conn: apsw.Connection, sql: str) -> bool:
+    """Whether SQLite's program for the view's SELECT steps any table or index backwards (an
+    `ORDER BY … DESC` served by an index, or MAX() sought from an index's end). EXPLAIN
+    QUERY PLAN does not tell; the opcodes do. Explained as one checked statement, as
+    `query_plan` does."""
+    try:
+        select, _tokens = one_statement(sql)
+        opcodes = {str(row[1]) for row in conn.cursor().execute(f"EXPLAIN {select}", can_cache=False)}
+    except (Error, apsw.Error):
+        return False
+    return bool(opcodes & _BACKWARD_OPCODES)
 
 
 def _collation(table: TableInfo, column: str) -> str:
@@ -138,6 +182,13 @@ def _items(sql: str) -> list[tuple[tuple[Token, ...], str | None]]:
         expression, alias = split_alias(item.tokens)
         found.append((expression, fold(alias.text) if alias is not None else None))
     return found
+
+
+def _argument_column(call: str) -> str | None:
+    """The column an aggregate call written `call` (`max(t.price)`) takes, when its argument is
+    a plain column name."""
+    tokens = tokenize(call)
+    return _plain_name(tuple(tokens[2:-1])) if len(tokens) > 3 else None
 
 
 def _plain_name(toks: tuple[Token, ...]) -> str | None:

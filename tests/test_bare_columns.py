@@ -1,0 +1,189 @@
+"""Bare columns beside one MIN() or MAX() (`SELECT cat, name, max(price) … GROUP BY cat`): SQLite
+takes them from the first row holding the extreme, in its scan order, or, in a group whose values
+are all NULL, from the last row. matview keeps that row per group (`operators.bare_columns`) over
+one table with an INTEGER PRIMARY KEY read in rowid order; an index or a backward scan that would
+make SQLite meet a group's rows in another order is refused, or breaks the view while it exists."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+
+import pytest
+from oracle import assert_refused, assert_view_matches, check_write_mix
+
+import matview
+
+SETUP = [
+    "CREATE TABLE products(id INTEGER PRIMARY KEY, cat TEXT, name TEXT, price, qty INT)",
+    "INSERT INTO products VALUES (1, 'a', 'n1', 5, 1), (2, 'a', 'n2', 7, 2), (3, 'a', 'n3', 7.0, 3), "
+    "(4, 'b', 'm1', NULL, 4), (5, 'b', 'm2', NULL, 5), (6, 'c', 'k1', NULL, 6), (7, 'c', 'k2', 3, 7), "
+    "(8, 'c', 'k3', NULL, 8)",
+    "CREATE TABLE tags(id INTEGER PRIMARY KEY, tag TEXT COLLATE NOCASE, score)",
+    "INSERT INTO tags VALUES (1, 'a', 5), (2, 'A', 7), (3, 'b', NULL), (4, 'B', NULL)",
+]
+
+VIEWS = {
+    "most": "SELECT cat, name, max(price) FROM products GROUP BY cat",
+    "least": "SELECT cat, name, min(price) AS low, count(*) AS n, sum(qty) FROM products GROUP BY cat",
+    "shaped": "SELECT cat, upper(name) || ':' || id AS label, max(price) FROM products GROUP BY cat "
+    "HAVING qty > 1 OR name IS NULL",
+    "overall": "SELECT name, qty, max(price) FROM products",
+    "filtered": "SELECT products.name, min(price) FROM products WHERE qty % 3 <> 0",
+    "typed": "SELECT cat, name, typeof(max(price)) AS t, max(price) + 0 FROM products GROUP BY cat",
+    # beside one MIN/MAX, SQLite shows the extreme row's spelling of a NOCASE group
+    "spelled": "SELECT tag, max(score) AS top, count(*) FROM tags GROUP BY tag",
+    "spelled_bare": "SELECT tag || '!', id, min(score) FROM tags GROUP BY 1",
+}
+
+PRICES = [None, 1, 1.0, 2, 7, 7.0, 3, -1, "z", "Z", b"\x00"]
+
+
+def _write(conn, rng: random.Random) -> None:
+    action = rng.random()
+    if action < 0.35:
+        conn.execute(
+            "INSERT INTO products(cat, name, price, qty) VALUES (?, ?, ?, ?)",
+            (rng.choice("abcd"), rng.choice(["p", "q", None, "r"]), rng.choice(PRICES), rng.randint(0, 9)),
+        )
+    elif action < 0.55:
+        conn.execute(
+            "DELETE FROM products WHERE id IN (SELECT id FROM products ORDER BY random() LIMIT ?)", (rng.randint(1, 2),)
+        )
+    elif action < 0.7:
+        conn.execute(
+            "UPDATE products SET price = ?, name = ? WHERE id = (SELECT id FROM products ORDER BY random() LIMIT 1)",
+            (rng.choice(PRICES), rng.choice(["s", "t", None])),
+        )
+    elif action < 0.75:
+        conn.execute("UPDATE products SET cat = ? WHERE cat = ?", (rng.choice("abcd"), rng.choice("abcd")))
+    elif action < 0.8:
+        conn.execute("DELETE FROM tags WHERE id = ?", (rng.randint(1, 9),))
+    else:
+        conn.execute(
+            "INSERT OR REPLACE INTO tags VALUES (?, ?, ?)",
+            (rng.randint(1, 9), rng.choice(["a", "A", "b", "B", "c"]), rng.choice(PRICES)),
+        )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bare_columns_follow_the_extreme_row_under_every_write(tmp_path, seed):
+    check_write_mix(tmp_path, SETUP, VIEWS, _write, seed, steps=12)
+
+
+def test_ties_keep_the_first_row_and_its_value_type(tmp_path):
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    for sql in SETUP:
+        conn.execute(sql)
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {VIEWS['typed']}")
+    assert ("a", "n2", "integer", 7) in conn.execute("SELECT * FROM v").fetchall()
+    conn.execute("DELETE FROM products WHERE id = 2")  # 7.0 (row 3) now comes first
+    assert ("a", "n3", "real", 7.0) in conn.execute("SELECT * FROM v").fetchall()
+    conn.execute("INSERT INTO products VALUES (0, 'a', 'n0', 7, 0)")  # before row 3 in rowid order
+    assert ("a", "n0", "integer", 7) in conn.execute("SELECT * FROM v").fetchall()
+    conn.execute("UPDATE products SET price = NULL WHERE cat = 'a'")  # all NULL: the last row
+    assert ("a", "n3", "null", None) in conn.execute("SELECT * FROM v").fetchall()
+    assert_view_matches(conn, "v", VIEWS["typed"])
+
+
+def test_bulk_writes_create_and_other_clients(tmp_path):
+    path = str(tmp_path / "db.sqlite")
+    conn = matview.connect(path)
+    for sql in SETUP:
+        conn.execute(sql)
+    rng = random.Random(7)
+    rows = [(rng.choice("abcdefgh"), f"x{i}", rng.choice(PRICES), i % 5) for i in range(3000)]
+    conn.executemany("INSERT INTO products(cat, name, price, qty) VALUES (?, ?, ?, ?)", rows)
+    conn.execute(f"CREATE MATERIALIZED VIEW most AS {VIEWS['most']}")
+    conn.execute(f"CREATE MATERIALIZED VIEW later WITH (maintenance = 'deferred') AS {VIEWS['least']}")
+    with conn:  # one transaction of many rows (the set-at-a-time fold path)
+        conn.execute("DELETE FROM products WHERE id % 7 = 0")
+        conn.execute("UPDATE products SET price = 7.0 WHERE id % 11 = 0")
+    conn.close()
+    stock = sqlite3.connect(path)
+    stock.execute("UPDATE products SET price = NULL WHERE cat = 'b'")
+    stock.execute("INSERT INTO products(cat, name, price) VALUES ('b', 'last', NULL), ('h', 'new', 99)")
+    stock.commit()
+    stock.close()
+    conn = matview.connect(path)
+    assert_view_matches(conn, "most", VIEWS["most"])
+    assert_view_matches(conn, "later", VIEWS["least"])
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        "CREATE INDEX by_cat ON products(cat)",
+        "CREATE INDEX by_cat_price ON products(cat, price)",
+        "CREATE INDEX by_price ON products(price)",
+    ],
+)
+def test_an_index_on_group_and_argument_columns_keeps_the_row(tmp_path, index):
+    select = "SELECT cat, name, max(price) FROM products WHERE price > 0 OR cat > '' GROUP BY cat"
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    for sql in [*SETUP, index]:
+        conn.execute(sql)
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")
+    rng = random.Random(3)
+    for _ in range(60):
+        _write(conn, rng)
+    assert_view_matches(conn, "v", select)
+
+
+@pytest.mark.parametrize(
+    ("index", "select"),
+    [
+        ("CREATE INDEX by_cat_name ON products(cat, name)", VIEWS["most"]),
+        ("CREATE INDEX by_price ON products(price)", "SELECT name, max(price) FROM products"),  # sought from the end
+        (
+            "CREATE INDEX by_cat ON products(cat)",
+            "SELECT cat, name, max(price) FROM products GROUP BY cat ORDER BY cat DESC",
+        ),  # read backwards
+    ],
+)
+def test_an_index_that_reorders_the_rows_is_refused(tmp_path, index, select):
+    assert_refused(tmp_path, [*SETUP, index], select, match="rowid")
+
+
+def test_an_index_made_later_breaks_the_view_until_it_is_dropped(tmp_path):
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    for sql in SETUP:
+        conn.execute(sql)
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {VIEWS['most']}")
+    stock = sqlite3.connect(str(tmp_path / "db.sqlite"))
+    stock.execute("CREATE INDEX by_cat_name ON products(cat, name)")
+    stock.commit()
+    stock.close()
+    conn.execute("INSERT INTO products VALUES (9, 'a', 'n9', 8, 9)")  # writes go on
+    with pytest.raises(matview.Error, match="by_cat_name"):
+        conn.execute("SELECT * FROM v").fetchall()
+    conn.execute("DROP INDEX by_cat_name")
+    conn.execute("DELETE FROM products WHERE id = 9")
+    assert_view_matches(conn, "v", VIEWS["most"])
+
+
+def test_group_concat_read_backwards_is_refused(tmp_path):
+    """SQLite concatenates in reverse rowid order when it reads an index backwards for
+    `ORDER BY … DESC` (the view kept rowid order: a wrong answer before)."""
+    setup = [*SETUP, "CREATE INDEX by_cat ON products(cat)"]
+    select = "SELECT cat, group_concat(name) FROM products GROUP BY cat ORDER BY cat DESC"
+    assert_refused(tmp_path, setup, select, match="backwards")
+
+
+@pytest.mark.parametrize(
+    ("select", "match"),
+    [
+        ("SELECT cat, name, count(*) FROM products GROUP BY cat", "arbitrary row"),
+        ("SELECT cat, name, max(price), min(price) FROM products GROUP BY cat", "several MIN"),
+        ("SELECT cat, name, max(price) FROM products GROUP BY cat ORDER BY min(qty)", "several MIN"),
+        ("SELECT cat, name, max(price) FILTER (WHERE qty > 1) FROM products GROUP BY cat", "FILTER"),
+        ("SELECT cat, name, max(DISTINCT price) FROM products GROUP BY cat", "DISTINCT"),
+        ("SELECT p.cat, q.name, max(p.price) FROM products p JOIN products q ON q.id = p.qty GROUP BY p.cat", "join"),
+        ("SELECT cat, name, max(price) FROM products WHERE id IN (SELECT qty FROM products) GROUP BY cat", "subquery"),
+        ("SELECT cat, label, max(price) FROM plain GROUP BY cat", "INTEGER PRIMARY KEY"),
+    ],
+)
+def test_bare_columns_refused_where_the_row_is_not_known(tmp_path, select, match):
+    setup = [*SETUP, "CREATE TABLE plain(cat, label, price)"]
+    message = assert_refused(tmp_path, setup, select, match=match)
+    assert "neither aggregated nor a GROUP BY column" in message
