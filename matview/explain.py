@@ -124,7 +124,12 @@ def _describe(conn: apsw.Connection, registry: Registry, view: View, nodes: list
         kept = [(f"{kept_table} (rows per root)", _count(conn, f"SELECT count(*) FROM {quote(kept_table)}"))]
     current = [_add(nodes, prefix, "map", "filter / project (stage 1)", map_details, current, kept)]
     if plan.kind == "aggregate":
-        calls = [spec.sql or spec.func for spec in plan.aggs]
+        calls = [spec.sql or spec.func for spec in plan.aggs if spec.func != "bare"]
+        bare = [spec.sql for spec in plan.aggs if spec.func == "bare"]
+        if plan.extreme_row:  # (`operators.bare_columns`)
+            extreme = next((spec.sql for spec in plan.aggs if spec.func in ("min", "max")), None)
+            row = f"the row {extreme} keeps" if extreme else "each group's first row (by rowid)"
+            calls.append(f"{', '.join(bare) or 'the GROUP BY spelling'} from {row}: ordered state by (value, rowid)")
         grouping = f"GROUP BY {plan.group_count} column(s)" if plan.has_group_by else "one group (no GROUP BY)"
         details = [grouping, *calls]
         state = _state_rows(conn, view.name, GROUPS_OP, DISTINCT_OP - 1)

@@ -83,6 +83,10 @@ class AggSpec:
     separator: str | None = None
     sql: str = ""  # the call as written, for messages and explain()
     collation: str = "BINARY"  # COUNT(DISTINCT x) of a NOCASE/RTRIM value: the classes it counts
+    #: GROUP_CONCAT(DISTINCT x): the stage-1 index of x itself (`arg` is its text), which DISTINCT compares
+    key: int | None = None
+    #: GROUP_CONCAT(x ORDER BY …): per term (stage-1 index, descending, collation, NULLs first)
+    order: tuple[tuple[int, bool, str, bool], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,9 +194,12 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["format"] = PLAN_FORMAT
-        for agg in data["aggs"]:  # (written only where it is not BINARY: plans older code reads stay as they were)
+        for agg in data["aggs"]:  # (written only where not the default: plans older code reads stay as they were)
             if agg["collation"] == "BINARY":
                 del agg["collation"]
+            for name in ("key", "order"):
+                if not agg[name] and agg[name] != 0:
+                    del agg[name]
         return data
 
     @classmethod
@@ -205,7 +212,9 @@ class Plan:
             data["sources"] = (table,)
             data["signatures"] = ((table, data.pop("base_signature")),)
         data["columns"] = tuple(OutputColumn(*c) if isinstance(c, list) else OutputColumn(**c) for c in data["columns"])
-        data["aggs"] = tuple(AggSpec(**a) for a in data["aggs"])
+        data["aggs"] = tuple(
+            AggSpec(**{**a, "order": tuple(tuple(term) for term in a.get("order", ()))}) for a in data["aggs"]
+        )
         data["post_columns"] = tuple(
             PostColumn(p["name"], p["decltype"], p["collation"], tuple(p["source"])) for p in data["post_columns"]
         )

@@ -6,7 +6,9 @@ invertible: they keep the group's values as an ordered multiset (`StateStore.adj
 and re-seek only when the current extreme is deleted. DISTINCT aggregates keep a
 multiset of values and feed the inner aggregate only on 0↔positive transitions
 (the distinct rule of Prop. 4.7 applied per group). GROUP_CONCAT keeps the values
-ordered by base rowid, the order SQLite's table scan produces.
+ordered by base rowid, the order SQLite's table scan produces; with DISTINCT it shows each
+value's first occurrence in that order, and with ORDER BY it sorts them (SQLite's sort is
+stable: ties stay in scan order), so each entry then also holds the compared values.
 
 Sums are exact: integers as Python ints, reals as integers scaled by 2**1074 (every
 double is a multiple of 2**-1074), so subtraction never drifts. The result is the
@@ -16,12 +18,14 @@ returns except in pathological cancellations.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from matview.keys import SQLITE_INT_MAX, SQLITE_INT_MIN, canonical
 from matview.plan import AggSpec
+from matview.storage.codec import pack, unpack
 from matview.storage.state import TIED, StateStore, sqlite_order, storage_kind
 
 #: results that are not values: reading a view that shows one raises `matview.Error`
@@ -241,7 +245,8 @@ class Accumulator:
         if spec.arg is not None and value is None:
             return acc  # every SQLite aggregate ignores NULL arguments
         if func == "group_concat":
-            store.adjust(self.op, key, rowid, value, weight)
+            # (with DISTINCT or ORDER BY, `value` is the text and the values compared: `Aggregate.step`)
+            store.adjust(self.op, key, rowid, pack(value) if isinstance(value, tuple) else value, weight)
             return acc
         if spec.distinct:
             # (a NOCASE/RTRIM COUNT(DISTINCT …) keeps each class under its canonical spelling)
@@ -303,11 +308,50 @@ class Accumulator:
                     return TIED  # (stays stale: the next result seeks again)
                 acc[0], acc[1] = cached, False
             return cached
-        parts = [value for _, value, weight in store.entries(self.op, key) for _ in range(weight)]
+        entries = [(value, weight) for _, value, weight in store.entries(self.op, key)]
+        if self.spec.key is None and not self.spec.order:
+            parts = [value for value, weight in entries for _ in range(weight)]
+        else:
+            rows = [tuple(unpack(value)) for value, weight in entries for _ in range(weight)]
+            parts = _ordered_parts(self.spec, rows)
         if not parts:
             return None
         separator = "," if self.spec.separator is None else self.spec.separator
         return separator.join(parts)
+
+
+def _ordered_parts(spec: AggSpec, rows: list[tuple[Any, ...]]) -> list[str]:
+    """GROUP_CONCAT(DISTINCT x)'s or GROUP_CONCAT(x ORDER BY …)'s texts, from its rows in rowid
+    order (text, then x or the ORDER BY values): the first of each class SQLite calls equal
+    (under x's collation), or the rows sorted stably by the terms."""
+    if spec.key is not None:
+        seen: set[Any] = set()
+        parts = []
+        for text, compared in rows:
+            canon = canonical(compared, spec.collation)
+            if canon not in seen:
+                seen.add(canon)
+                parts.append(text)
+        return parts
+    terms = spec.order
+
+    def compare(a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
+        return _compare_terms(a[1:], b[1:], terms)
+
+    return [row[0] for row in sorted(rows, key=functools.cmp_to_key(compare))]
+
+
+def _compare_terms(a: Sequence[Any], b: Sequence[Any], terms: tuple[tuple[int, bool, str, bool], ...]) -> int:
+    """SQLite's ORDER BY comparison of two rows' term values (collations, DESC, NULLS FIRST/LAST)."""
+    for x, y, (_index, descending, collation, nulls_first) in zip(a, b, terms, strict=True):
+        if x is None or y is None:
+            if x is None and y is None:
+                continue
+            return -1 if (x is None) == nulls_first else 1
+        kx, ky = sqlite_order(canonical(x, collation)), sqlite_order(canonical(y, collation))
+        if kx != ky:
+            return (1 if kx > ky else -1) * (-1 if descending else 1)
+    return 0
 
 
 def _ties(value: Any, current: Any) -> bool:

@@ -18,7 +18,7 @@ from matview.keys import group_key, row_key
 from matview.operators.accumulators import RESULT_ERRORS, VARIANT_DEPENDENT, Accumulator
 from matview.operators.bare_columns import BareColumns
 from matview.operators.variants import count_variant, shown_variant
-from matview.plan import Plan
+from matview.plan import AggSpec, Plan
 from matview.storage.state import StateStore
 from matview.zset import ZSet
 
@@ -94,7 +94,11 @@ class Aggregate:
             touched[EMPTY_KEY] = self.load(store, EMPTY_KEY, ())
         rowid_column = plan.rowid_column
         track_variants = not plan.exact_groups
-        specs = [(i, a, a.spec.arg, a.spec.filter) for i, a in enumerate(self.accumulators) if self._own[i]]
+        specs = [
+            (i, a, a.spec.arg, a.spec.filter, _compared(a.spec))
+            for i, a in enumerate(self.accumulators)
+            if self._own[i]
+        ]
         bare_columns = self.bare_columns
         for row in rows:
             weight = row[-1]
@@ -107,10 +111,12 @@ class Aggregate:
             if track_variants:
                 group[-1] = count_variant(group[-1], values, weight)
             rowid = row[rowid_column] if rowid_column is not None else None
-            for index, acc, arg, filt in specs:
+            for index, acc, arg, filt, compared in specs:
                 if filt is not None and not row[filt]:
                     continue
                 value = row[arg] if arg is not None else None
+                if compared and value is not None:
+                    value = (value, *(row[c] for c in compared))
                 group[3 + index] = acc.update(group[3 + index], value, weight, store, key, rowid)
             if bare_columns is not None:
                 bare_columns.update(store, key, row, weight, rowid)
@@ -194,3 +200,9 @@ class Aggregate:
         if source == "agg":
             return results[index]
         return exprs[index]
+
+
+def _compared(spec: AggSpec) -> tuple[int, ...]:
+    """The stage-1 columns GROUP_CONCAT(DISTINCT x) or GROUP_CONCAT(x ORDER BY …) compares, which
+    its state keeps beside each text (`accumulators._ordered_parts`)."""
+    return (*(() if spec.key is None else (spec.key,)), *(term[0] for term in spec.order))

@@ -44,7 +44,11 @@ def group_key_sql(*values: Any) -> bytes:
 
 def eligible(aggregate: Aggregate) -> bool:
     plan = aggregate.plan
-    return plan.exact_groups and all(a.func in _SQL_FUNCS and not a.distinct for a in plan.aggs)
+    return (
+        plan.exact_groups
+        and not plan.extreme_row  # (the extreme row is kept row by row: `bare_columns`)
+        and all(a.func in _SQL_FUNCS and not a.distinct for a in plan.aggs)
+    )
 
 
 def _column(index: int) -> str:

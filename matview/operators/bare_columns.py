@@ -1,5 +1,5 @@
-"""Bare columns beside one MIN() or MAX(): the row SQLite takes them from (DBSP §7.2 per group,
-with the ordered state of MIN/MAX, §7.3).
+"""Bare columns: the row SQLite takes them from, beside one MIN() or MAX() or beside none (DBSP
+§7.2 per group, with the ordered state of MIN/MAX, §7.3).
 
 SQLite documents that in `SELECT cat, name, max(price) FROM t GROUP BY cat` the bare column
 `name` comes from a row holding the maximum. Which one is decided by how its max() steps: a row
@@ -8,16 +8,18 @@ value so far is NULL each row replaces it. Over one rowid table read in rowid or
 `storage.scan_order` checks SQLite keeps, or refuses the view) that is, exactly:
 
 * the least rowid among the rows with the extreme value (equal as SQLite compares: 7 and 7.0);
-* in a group whose values are all NULL, the greatest rowid.
+* in a group whose values are all NULL, the greatest rowid;
+* beside no MIN/MAX, the least rowid (SQLite loads bare columns at a group's first row only;
+  its documentation calls the row arbitrary, its program does not).
 
 So each group keeps its rows in two ordered multisets: rows with a value by (value, rowid) —
 for MAX by (value, ~rowid), so that one descending seek meets the greatest value's least rowid —
-and rows with NULL by rowid. Each entry holds the row's (value, bare values), and MIN/MAX's own
-result is that value: the one SQLite keeps (7.0 above, never a guess between 7 and 7.0). The
-GROUP BY values SQLite shows come from that row too, so where a group has several spellings
-('a' and 'A' under NOCASE) the entry holds the row's (`Plan.extreme_row`). An
-insert or a delete changes one entry (Thm 3.3: the operator is linear in its multisets); the
-result is one index seek per touched group.
+and rows with NULL by rowid (beside no MIN/MAX, every row by rowid). Each entry holds the row's
+(value, bare values), and MIN/MAX's own result is that value: the one SQLite keeps (7.0 above,
+never a guess between 7 and 7.0). The GROUP BY values SQLite shows come from that row too, so
+where a group has several spellings ('a' and 'A' under NOCASE) the entry holds the row's
+(`Plan.extreme_row`). An insert or a delete changes one entry (Thm 3.3: the operator is linear
+in its multisets); the result is one index seek per touched group.
 """
 
 from __future__ import annotations
@@ -28,24 +30,25 @@ from matview.plan import Plan
 from matview.storage.codec import pack, unpack
 from matview.storage.state import StateStore
 
-ROWS_OP = 1_000_002  # rows whose MIN/MAX argument is not NULL, by (value, rowid)
+ROWS_OP = 1_000_002  # rows whose MIN/MAX argument is not NULL, by (value, rowid); beside none, all by rowid
 NULL_ROWS_OP = 1_000_003  # rows whose argument is NULL, by rowid
 
 
 class BareColumns:
-    """The row one MIN/MAX aggregate keeps, for the bare columns (`AggSpec` "bare") beside it."""
+    """The row one MIN/MAX aggregate keeps (or a group's first), for the bare columns (`AggSpec`
+    "bare") beside it."""
 
     def __init__(self, plan: Plan) -> None:
-        self.extreme = next(i for i, a in enumerate(plan.aggs) if a.func in ("min", "max"))
-        spec = plan.aggs[self.extreme]
-        assert spec.arg is not None
-        self.argument, self.descending = spec.arg, spec.func == "max"
+        self.extreme = next((i for i, a in enumerate(plan.aggs) if a.func in ("min", "max")), None)
+        spec = plan.aggs[self.extreme] if self.extreme is not None else None
+        self.argument = spec.arg if spec is not None else None
+        self.descending = spec is not None and spec.func == "max"
         self.bare = [i for i, a in enumerate(plan.aggs) if a.func == "bare"]
         self.columns = [plan.aggs[i].arg for i in self.bare]
         #: the row's GROUP BY values are kept where a group may have several spellings
         self.spellings = 0 if plan.exact_groups else plan.group_count
         #: the aggregates whose results come from here (not from their own accumulators)
-        self.covers = {self.extreme, *self.bare}
+        self.covers = {*self.bare} if self.extreme is None else {self.extreme, *self.bare}
 
     @classmethod
     def of(cls, plan: Plan) -> BareColumns | None:
@@ -53,9 +56,11 @@ class BareColumns:
 
     def update(self, store: StateStore, key: bytes, row: tuple[Any, ...], weight: int, rowid: Any) -> None:
         """Add a stage-1 row (weight ±n) of group `key`."""
-        value = row[self.argument]
+        value = row[self.argument] if self.argument is not None else None
         entry = pack([value, *(row[c] for c in self.columns if c is not None), *row[: self.spellings]])
-        if value is None:
+        if self.argument is None:
+            store.adjust(ROWS_OP, key, rowid, entry, weight)
+        elif value is None:
             store.adjust(NULL_ROWS_OP, key, rowid, entry, weight)
         else:
             store.adjust(ROWS_OP, key, value, entry, weight, ~rowid if self.descending else rowid)
@@ -64,10 +69,11 @@ class BareColumns:
         """Put the kept row's MIN/MAX value and bare values into `results` (per aggregate);
         the row's GROUP BY values where they are kept, else None."""
         found = store.first_entry(ROWS_OP, key, self.descending)
-        if found is None:
+        if found is None and self.extreme is not None:
             found = store.first_entry(NULL_ROWS_OP, key, descending=True)
         values = [None] * (1 + len(self.bare)) if found is None else unpack(found)
-        results[self.extreme] = values[0]
+        if self.extreme is not None:
+            results[self.extreme] = values[0]
         for index, value in zip(self.bare, values[1 : 1 + len(self.bare)], strict=True):
             results[index] = value
         return values[1 + len(self.bare) :] if self.spellings and found is not None else None

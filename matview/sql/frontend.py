@@ -290,8 +290,11 @@ def build_plan(
         ref is not None and (ref.column is None or has_one_variant(ref.column.decltype, builder.collation_of(toks)))
         for ref, toks in zip(group_refs, group_terms)
     )
-    # beside one MIN/MAX, SQLite shows the spelling of the extreme row's GROUP BY values too
-    extreme_row = builder.bare_refusal is None and (not exact_groups or any(a.func == "bare" for a in builder.aggs))
+    # beside one MIN/MAX, SQLite shows the spelling of the extreme row's GROUP BY values too (with
+    # none, the first row's: `Circuit._first_row` finds that one without keeping every row)
+    extremes = any(a.func in ("min", "max") for a in builder.aggs)
+    has_bare = any(a.func == "bare" for a in builder.aggs)
+    extreme_row = builder.bare_refusal is None and (has_bare or (extremes and not exact_groups))
     if extreme_row or any(a.func == "group_concat" for a in builder.aggs):
         first = source.occurrences[0]
         rowid_column = builder.add_stage1(f"{quote(first.alias)}.{first.table.rowid_name}")

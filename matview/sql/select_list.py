@@ -170,20 +170,17 @@ class SelectList:
 
     def allow_bare_columns(self, calls: list[AggregateCall], has_subquery: bool) -> None:
         """Whether columns read outside aggregates and GROUP BY (`SELECT cat, name, max(price) …
-        GROUP BY cat`) can be maintained: SQLite documents that beside exactly one MIN() or MAX()
-        they come from the row holding the extreme (`operators.bare_columns`), which matview
-        finds over one table with an INTEGER PRIMARY KEY, read in rowid order. Else
-        `bare_refusal` says why not, in the user's terms."""
+        GROUP BY cat`) can be maintained. SQLite documents that beside exactly one MIN() or MAX()
+        they come from the row holding the extreme; with none, its program takes them from a
+        group's first row (the docs say "arbitrary": matview follows the program). matview keeps
+        that row (`operators.bare_columns`) over one table with an INTEGER PRIMARY KEY read in
+        rowid order. Else `bare_refusal` says why not, in the user's terms."""
         extremes = {self._call_key(call): call for call in calls if call.name in ("min", "max")}
+        extreme = next(iter(extremes.values()), None)
         occurrences = self.source.occurrences
-        if len(extremes) != 1:
-            self.bare_refusal = (
-                "beside several MIN()/MAX() calls SQLite takes it from a row that depends on all of them"
-                if extremes
-                else "SQLite takes it from an arbitrary row of the group (beside exactly one MIN() or MAX(), "
-                "from the extreme row, which matview maintains)"
-            )
-        elif (extreme := next(iter(extremes.values()))).distinct or extreme.filter is not None:
+        if len(extremes) > 1:
+            self.bare_refusal = "beside several MIN()/MAX() calls, SQLite takes it from a row that depends on all"
+        elif extreme is not None and (extreme.distinct or extreme.filter is not None):
             self.bare_refusal = "beside MIN/MAX with DISTINCT or FILTER, SQLite's choice of row is not documented"
         elif self.source.is_join or len(occurrences) != 1:
             self.bare_refusal = "over a join, the row SQLite takes it from follows the join's loop order"
@@ -191,8 +188,8 @@ class SelectList:
             self.bare_refusal = "in a query with a subquery, bare columns are not supported yet"
         elif occurrences[0].table.materialized or occurrences[0].table.ipk is None:
             self.bare_refusal = (
-                f"{occurrences[0].table.name} has no INTEGER PRIMARY KEY: SQLite takes it from the first of the "
-                "extreme rows it meets, in rowid order, and VACUUM may renumber rowids"
+                f"{occurrences[0].table.name} has no INTEGER PRIMARY KEY: SQLite takes it from a row it meets "
+                "first in rowid order, and VACUUM may renumber rowids"
             )
         else:
             self.bare_refusal = None
@@ -205,6 +202,33 @@ class SelectList:
             self.agg_keys[key] = len(self.aggs) - 1
         return self.agg_keys[key]
 
+    def _split_order_by(self, call: AggregateCall) -> tuple[list[Span], list[tuple[Token, ...]]]:
+        """An aggregate call's arguments, and the terms of the ORDER BY written after the last
+        (`group_concat(x, ';' ORDER BY a, b)`: the top-level commas also cut the terms apart)."""
+        args = list(call.args)
+        for position, arg in enumerate(args):
+            at = next((i for i, t in enumerate(arg.tokens) if t.kind == TokenType.ORDER_BY), None)
+            if at is not None:
+                terms = [arg.tokens[at + 1 :], *(a.tokens for a in args[position + 1 :])]
+                return [*args[:position], Span(self.sql, arg.tokens[:at])], terms
+        return args, []
+
+    def _order_term(self, tokens: tuple[Token, ...], where: str) -> tuple[int, bool, str, bool]:
+        """One ORDER BY term of an aggregate: (stage-1 index, descending, collation, NULLs
+        first); NULLs come first ascending and last descending unless NULLS FIRST/LAST says."""
+        words = [t.text.upper() for t in tokens]
+        nulls_first: bool | None = None
+        if len(words) > 2 and words[-2] == "NULLS" and words[-1] in ("FIRST", "LAST"):
+            nulls_first, tokens, words = words[-1] == "FIRST", tokens[:-2], words[:-2]
+        descending = bool(words) and words[-1] == "DESC"
+        if words and words[-1] in ("ASC", "DESC"):
+            tokens = tokens[:-1]
+        if not tokens:
+            raise UnsupportedQuery(f"ORDER BY inside {where}: an empty term")
+        collation = check_collation(self.collation_of(tokens), f"ORDER BY inside {where}")
+        index = self.add_stage1(Span(self.sql, tokens).text)
+        return index, descending, collation, (not descending) if nulls_first is None else nulls_first
+
     def aggregate(self, call: AggregateCall, sql: str) -> int:
         """Register an aggregate call (deduplicated) and its stage-1 inputs; its index."""
         key = self._call_key(call)
@@ -212,11 +236,10 @@ class SelectList:
             return self.agg_keys[key]
         func = _AGG_FUNCS.get(call.name, call.name)
         where = f"aggregate {call.name}()"
-        args = list(call.args)
+        args, order_terms = self._split_order_by(call)
+        if order_terms and func != "group_concat":
+            raise UnsupportedQuery(f"ORDER BY inside {where} is not supported yet")
         separator = None
-        for token in (t for a in args for t in a.tokens):
-            if token.kind == TokenType.ORDER_BY:
-                raise UnsupportedQuery(f"ORDER BY inside {where} is not supported yet")
         if func == "count" and not args:
             if call.distinct:
                 raise UnsupportedQuery("COUNT(DISTINCT *) is not valid")
@@ -225,8 +248,9 @@ class SelectList:
                 separator = self.constant_text(args[1].text, where)
             elif len(args) != 1:
                 raise UnsupportedQuery(f"{where} with {len(args)} arguments")
-            if call.distinct:
-                raise UnsupportedQuery("GROUP_CONCAT(DISTINCT …) is not supported yet")
+            if call.distinct and order_terms:
+                # (SQLite sorts first, then drops repeats: which of 1 and 1.0 it keeps is not the first met)
+                raise UnsupportedQuery("GROUP_CONCAT(DISTINCT … ORDER BY …) is not supported yet")
             if self.source.is_join:
                 raise UnsupportedQuery("GROUP_CONCAT over a join: its order is the join's loop order, unspecified")
             table = self.source.occurrences[0].table
@@ -250,8 +274,9 @@ class SelectList:
         collation = "BINARY"
         if (call.distinct or func in ("min", "max")) and args:
             collation = check_collation(self.collation_of(args[0].tokens), where)
-            # COUNT(DISTINCT email) counts NOCASE classes, whichever spelling each shows
-            counted = func == "count" and call.distinct
+            # COUNT(DISTINCT email) counts NOCASE classes, whichever spelling each shows, and
+            # GROUP_CONCAT(DISTINCT email) shows each class's first (in rowid order, as it keeps them)
+            counted = func in ("count", "group_concat") and call.distinct
             if collation != "BINARY" and not counted:
                 raise UnsupportedQuery(f"{where} over a {collation}-collated value is not supported yet")
         arg_index = filter_index = None
@@ -267,7 +292,9 @@ class SelectList:
                 filter_index = self.add_stage1(f"CASE WHEN ({call.filter.text}) THEN 1 ELSE 0 END")
             if func in ("min", "max") and not call.distinct and extreme is not None:
                 self.extreme_columns[extreme] = (arg_index, filter_index)
-        spec = AggSpec(func, call.distinct, arg_index, filter_index, separator, sql, collation)
+        compared = self.add_stage1(args[0].text) if func == "group_concat" and call.distinct else None
+        order = tuple(self._order_term(term, where) for term in order_terms)
+        spec = AggSpec(func, call.distinct, arg_index, filter_index, separator, sql, collation, compared, order)
         self.aggs.append(spec)
         self.agg_keys[key] = len(self.aggs) - 1
         return len(self.aggs) - 1

@@ -55,17 +55,18 @@ def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | N
                 "ORDER BY), or aggregate without GROUP_CONCAT"
             )
     if plan.extreme_row:
-        extreme = next(a for a in plan.aggs if a.func in ("min", "max"))
+        extreme = next((a for a in plan.aggs if a.func in ("min", "max")), None)
         bare = [a.sql for a in plan.aggs if a.func == "bare"]
         what = f"column {bare[0]}" if bare else "the spelling of a GROUP BY value"
-        argument = _argument_column(extreme.sql)
+        argument = _argument_column(extreme.sql) if extreme is not None else None
         allowed = grouped | ({argument} if argument is not None else set()) if plan.has_group_by else set()
         how = _reordering_scan(conn, table, sql, allowed)
         if how is not None:
+            beside = f"beside {extreme.sql}" if extreme is not None else "of an aggregate"
+            row = "first extreme row" if extreme is not None else "first row of each group"
             return (
-                f"{what} beside {extreme.sql}: SQLite reads {plan.sources[0]} {how}, and takes it from the "
-                "first extreme row it meets in that order; matview keeps the table's own (rowid) order. Drop "
-                "that index (or the ORDER BY)"
+                f"{what} {beside}: SQLite reads {plan.sources[0]} {how}, and takes it from the {row} it meets in "
+                "that order; matview keeps the table's own (rowid) order. Drop that index (or the ORDER BY)"
             )
     return None
 

@@ -1,0 +1,62 @@
+"""GROUP_CONCAT(DISTINCT x) and GROUP_CONCAT/string_agg(x, sep ORDER BY …) over one table with an
+INTEGER PRIMARY KEY: SQLite keeps each class's first value in scan (rowid) order, and sorts
+stably (ties in rowid order) by the terms with their collations, DESC and NULLS FIRST/LAST."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from oracle import assert_refused, check_write_mix
+
+SETUP = [
+    "CREATE TABLE t(id INTEGER PRIMARY KEY, g INT, v, w TEXT COLLATE NOCASE)",
+    "INSERT INTO t VALUES (1, 1, 'b', 'b'), (2, 1, 'a', 'B'), (3, 1, 'b', 'a'), (4, 1, 1, 'A'), (5, 1, '1', 'c'), "
+    "(6, 1, 1.0, 'b'), (7, 1, NULL, NULL), (8, 2, 'x', 'x')",
+]
+
+VIEWS = {
+    "distinct": "SELECT g, group_concat(DISTINCT v) FROM t GROUP BY g",
+    "distinct_nocase": "SELECT g, group_concat(DISTINCT w) AS ws FROM t GROUP BY g",
+    "ordered": "SELECT g, group_concat(v, ';' ORDER BY v) FROM t GROUP BY g",
+    "by_collated": "SELECT g, group_concat(v ORDER BY w) FROM t GROUP BY g",
+    "string_agg": "SELECT g, string_agg(v, '|' ORDER BY w DESC, id DESC) FROM t GROUP BY g",
+    "nulls": "SELECT group_concat(w ORDER BY v NULLS LAST, w COLLATE BINARY DESC NULLS FIRST) FROM t",
+    "mixed": "SELECT g, group_concat(DISTINCT v) FILTER (WHERE id > 1), group_concat(v ORDER BY length(w) DESC), "
+    "count(*) FROM t GROUP BY g",
+}
+
+VALUES = [None, 1, 1.0, "a", "A", "b", "1", "x ", "x", b"\x01", 2.5]
+
+
+def _write(conn, rng: random.Random) -> None:
+    action = rng.random()
+    if action < 0.5:
+        conn.execute(
+            "INSERT INTO t(g, v, w) VALUES (?, ?, ?)", (rng.randint(1, 3), rng.choice(VALUES), rng.choice(VALUES[:8]))
+        )
+    elif action < 0.75:
+        conn.execute("DELETE FROM t WHERE id = (SELECT id FROM t ORDER BY random() LIMIT 1)")
+    else:
+        conn.execute(
+            "UPDATE t SET v = ?, w = ? WHERE id = (SELECT id FROM t ORDER BY random() LIMIT 1)",
+            (rng.choice(VALUES), rng.choice(VALUES[:8])),
+        )
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_distinct_and_ordered_concatenations_stay_exact(tmp_path, seed):
+    check_write_mix(tmp_path, SETUP, VIEWS, _write, seed, steps=12)
+
+
+@pytest.mark.parametrize(
+    ("select", "match"),
+    [
+        ("SELECT g, group_concat(DISTINCT v ORDER BY v) FROM t GROUP BY g", "DISTINCT … ORDER BY"),
+        ("SELECT g, sum(v ORDER BY w) FROM t GROUP BY g", "ORDER BY inside"),
+        ("SELECT a.g, group_concat(b.v ORDER BY b.v) FROM t a JOIN t b ON a.id = b.g GROUP BY a.g", "join"),
+        ("SELECT g, group_concat(DISTINCT v) FROM u GROUP BY g", "INTEGER PRIMARY KEY"),
+    ],
+)
+def test_what_stays_refused(tmp_path, select, match):
+    assert_refused(tmp_path, [*SETUP, "CREATE TABLE u(g, v)"], select, match=match)
