@@ -191,3 +191,36 @@ def test_bare_columns_refused_where_the_row_is_not_known(tmp_path, select, match
     setup = [*SETUP, "CREATE TABLE plain(cat, label, price)"]
     message = assert_refused(tmp_path, setup, select, match=match)
     assert "neither aggregated nor a GROUP BY column" in message
+
+
+def test_a_min_or_max_only_in_order_by_decides_the_row(tmp_path):
+    """(Review finding: CREATE raised StopIteration; without bare columns, the NOCASE spelling
+    shown was the least rowid's while SQLite shows the extreme row's.)"""
+    setup = [
+        *SETUP,
+        "CREATE TABLE plain(tag TEXT COLLATE NOCASE, price)",
+        "INSERT INTO plain VALUES ('x', 1), ('X', 5)",
+    ]
+    views = {
+        "bare": "SELECT cat, name, count(*) FROM products GROUP BY cat ORDER BY max(price)",
+        "spelled": "SELECT tag, count(*) FROM tags GROUP BY tag ORDER BY min(score)",
+    }
+    conn, _live = check_write_mix(tmp_path, setup, views, _write, seed=11, steps=6)
+    # over a table without INTEGER PRIMARY KEY the row is not known: the spelling reads as an error
+    conn.execute("CREATE MATERIALIZED VIEW p AS SELECT tag, count(*) FROM plain GROUP BY tag ORDER BY max(price)")
+    with pytest.raises(matview.Error, match="several spellings"):
+        conn.execute("SELECT * FROM p").fetchall()
+
+
+@pytest.mark.parametrize(
+    "select",
+    [
+        "SELECT name, max(price) FROM products WHERE id > 5 OR id < 4",
+        "SELECT cat, group_concat(name) FROM products WHERE id > 5 OR id < 4 GROUP BY cat",
+        "SELECT tag, count(*) FROM tags WHERE id > 3 OR id < 2 GROUP BY tag",
+    ],
+)
+def test_or_terms_read_in_several_passes_are_refused(tmp_path, select):
+    """SQLite reads `id > 5 OR id < 4` as two rowid ranges, the first term's first (MULTI-INDEX
+    OR): rows 8, 10 before 1, 3 (review finding: the view kept rowid order, a wrong row)."""
+    assert_refused(tmp_path, SETUP, select, match="MULTI-INDEX OR")

@@ -285,6 +285,12 @@ def build_plan(
     if clauses.having:
         having_text = builder.substitute_aliases(clauses.having, items)
         having = builder.post_expression(having_text, "HAVING")
+    for call in order_calls:
+        if call.name in ("min", "max"):
+            # (the ORDER BY's MIN/MAX decides which row SQLite shows bare columns and GROUP BY
+            # spellings from, as one in the select list does: kept, though no column shows it)
+            order_tokens = clauses.order.tokens if clauses.order else ()
+            builder.aggregate(call, Span(sql, tuple(order_tokens[call.first : call.last])).text)
     rowid_column = None
     exact_groups = all(
         ref is not None and (ref.column is None or has_one_variant(ref.column.decltype, builder.collation_of(toks)))

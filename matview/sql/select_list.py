@@ -23,6 +23,7 @@ from matview.sql.sqltext import (
     Clauses,
     Span,
     Token,
+    depth_walk,
     find_aggregate_calls,
     matching_paren,
     normalized,
@@ -102,8 +103,35 @@ class SelectList:
         return normalized(tokens, self.identity)
 
     def collation_of(self, tokens: tuple[Token, ...]) -> str:
-        if len(tokens) >= 3 and tokens[-2].kind == TokenType.COLLATE:
-            return tokens[-1].text.upper()
+        """The collating sequence SQLite gives an expression (`sqlite3ExprCollSeq`): an explicit
+        COLLATE anywhere outside subqueries wins — the leftmost, as SQLite follows the operand
+        that holds one (`lower(a COLLATE NOCASE)` and `a COLLATE NOCASE || b` are NOCASE); else a
+        column's own, seen through parentheses, unary `+` and CAST (`+tag`, `CAST(tag AS TEXT)`
+        keep tag's NOCASE); else BINARY."""
+        tokens = tuple(tokens)
+        inside = _inside_subqueries(tokens)
+        collates = [i for i, t in enumerate(tokens[:-1]) if t.kind == TokenType.COLLATE and i not in inside]
+        if collates:
+            at = collates[0]
+            while at + 3 < len(tokens) and tokens[at + 2].kind == TokenType.COLLATE:
+                at += 2  # (`x COLLATE a COLLATE b` is b: the outer one)
+            return tokens[at + 1].text.upper()
+        return self._column_collation(tokens)
+
+    def _column_collation(self, tokens: tuple[Token, ...]) -> str:
+        """A column's collation through parentheses, unary `+` and CAST; BINARY for anything else."""
+        if not tokens:
+            return "BINARY"
+        if tokens[0].kind == TokenType.L_PAREN and matching_paren(tokens, 0) == len(tokens) - 1:
+            return self._column_collation(tokens[1:-1])
+        if tokens[0].kind == TokenType.PLUS:
+            return self._column_collation(tokens[1:])  # (`+a || b` leaves `a || b`: no column, BINARY)
+        is_cast = len(tokens) > 3 and tokens[0].text.upper() == "CAST" and tokens[1].kind == TokenType.L_PAREN
+        if is_cast and matching_paren(tokens, 1) == len(tokens) - 1:
+            inner = tokens[2:-1]
+            depths = depth_walk(inner)
+            at = next((i for i, (t, d) in enumerate(zip(inner, depths)) if d == 0 and t.kind == TokenType.ALIAS), None)
+            return self._column_collation(inner[:at]) if at is not None else "BINARY"
         ref = self.column_of(tokens)
         return ref.column.collation if ref is not None and ref.column is not None else "BINARY"
 

@@ -51,8 +51,8 @@ def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | N
         if how is not None:
             return (
                 f"GROUP_CONCAT: SQLite reads {plan.sources[0]} {how}, so it concatenates each group's values "
-                "in that order; matview keeps them in rowid order (the table's own). Drop that index (or the "
-                "ORDER BY), or aggregate without GROUP_CONCAT"
+                "in that order; matview keeps them in rowid order (the table's own). Change that, or aggregate "
+                "without GROUP_CONCAT"
             )
     if plan.extreme_row:
         extreme = next((a for a in plan.aggs if a.func in ("min", "max")), None)
@@ -66,7 +66,7 @@ def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | N
             row = "first extreme row" if extreme is not None else "first row of each group"
             return (
                 f"{what} {beside}: SQLite reads {plan.sources[0]} {how}, and takes it from the {row} it meets in "
-                "that order; matview keeps the table's own (rowid) order. Drop that index (or the ORDER BY)"
+                "that order; matview keeps the table's own (rowid) order. Change that"
             )
     return None
 
@@ -113,7 +113,7 @@ def variant_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | 
     return (
         f"GROUP BY/DISTINCT over values with several spellings (NOCASE, untyped): SQLite reads {plan.sources[0]} "
         f"{how}, whose order decides which spelling of a group SQLite shows; matview keeps the table's "
-        "own (rowid) order. Drop that index (or the ORDER BY), or group by a typed BINARY column (or "
+        "own (rowid) order. Change that, or group by a typed BINARY column (or "
         "lower()/CAST of it)"
     )
 
@@ -123,8 +123,12 @@ def _reordering_scan(conn: apsw.Connection, table: TableInfo, sql: str, grouped:
     (as messages say it): "backwards", or "through" the index — one with columns beyond
     `grouped`, or one of them under another collation than the column's; None for neither."""
     if _reads_backwards(conn, sql):
-        return "backwards (for its ORDER BY)"
-    for detail in query_plan(conn, sql):
+        return "backwards (for its ORDER BY: drop it, or the index that serves it)"
+    details = query_plan(conn, sql)
+    if any(detail.startswith("MULTI-INDEX OR") for detail in details):
+        # (`id > 5 OR id < 4` meets 8 before 1)
+        return "in several passes, one per OR term (MULTI-INDEX OR: write the condition another way)"
+    for detail in details:
         for index in _INDEX_USED.findall(detail):
             owner = conn.execute(
                 "SELECT tbl_name FROM main.sqlite_master WHERE type = 'index' AND name = ?", (index,)
@@ -137,8 +141,9 @@ def _reordering_scan(conn: apsw.Connection, table: TableInfo, sql: str, grouped:
             recollated = any(row[2] is None or str(row[4]).upper() != _collation(table, str(row[2])) for row in keyed)
             if not columns or not {fold(c) for c in columns} <= grouped or recollated:
                 mine = index.lower().startswith(f"{PREFIX}ix_")
-                shown = "an index matview made for another view" if mine else f"index {index}"
-                return f"through {shown} ({', '.join(columns)})"
+                if mine:
+                    return f"through an index matview made for another view ({', '.join(columns)})"
+                return f"through index {index} ({', '.join(columns)}: drop it)"
     return None
 
 
