@@ -134,6 +134,12 @@ class Connection:
         elif word in ("SELECT", "WITH") and self.apsw.get_autocommit():
             self._fold_deferred_before_read(sql, views)
             self._poll_if_others_wrote()
+        if word == "ANALYZE" or (word == "PRAGMA" and "optimize" in sql.lower()):
+            # New statistics may change SQLite's plans with no schema change: views whose rows
+            # follow its scan order (`scan_order`) are checked again at the next look.
+            result = Rows(list(self._run(sql, params)))
+            self.registry.invalidate()
+            return result
         return self._run(sql, params)
 
     def _run(self, sql: str, params: Any) -> Any:

@@ -11,7 +11,7 @@ import random
 import sqlite3
 
 import pytest
-from oracle import assert_refused, assert_view_matches, check_write_mix
+from oracle import assert_refused, assert_view_matches, check_write_mix, run_scenario
 
 import matview
 
@@ -224,3 +224,76 @@ def test_or_terms_read_in_several_passes_are_refused(tmp_path, select):
     """SQLite reads `id > 5 OR id < 4` as two rowid ranges, the first term's first (MULTI-INDEX
     OR): rows 8, 10 before 1, 3 (review finding: the view kept rowid order, a wrong row)."""
     assert_refused(tmp_path, SETUP, select, match="MULTI-INDEX OR")
+
+
+def test_bare_columns_compare_with_their_columns_type_and_collation(tmp_path):
+    """(Review finding: inside an expression or HAVING a bare column compared as an untyped
+    BINARY value: `tag = 'X'` of a NOCASE tag was false, `n = '5'` of an INTEGER n too.)"""
+    setup = [
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, cat TEXT, price, tag TEXT COLLATE NOCASE, n INTEGER, "
+        "r TEXT COLLATE RTRIM)",
+        "INSERT INTO t VALUES (1, 'a', 5, 'x', '5', 'x '), (2, 'b', 3, 'Y', 7, 'y')",
+    ]
+    views = {
+        "having": "SELECT cat, max(price) FROM t GROUP BY cat HAVING tag = 'X'",
+        "compared": "SELECT cat, tag = 'X', tag < 'Y', r = 'x', n = '5', n, tag IN ('X', 'y'), max(price) "
+        "FROM t GROUP BY cat",
+        "between": "SELECT cat, max(price), tag FROM t GROUP BY cat HAVING tag BETWEEN 'X' AND 'Z'",
+        "rowid": "SELECT cat, rowid, id + rowid, max(price) FROM t GROUP BY cat",
+    }
+    steps = [
+        ["INSERT INTO t VALUES (3, 'a', 9, 'X', 5, 'x  ')", "UPDATE t SET tag = 'y' WHERE id = 2"],
+        ["DELETE FROM t WHERE id = 3"],
+    ]
+    run_scenario(tmp_path, setup, views, steps)
+
+
+@pytest.mark.parametrize(
+    "select",
+    [
+        "SELECT cat, name, max(price) FROM (SELECT * FROM products ORDER BY name) GROUP BY cat",
+        "SELECT cat, name, max(price) FROM by_name GROUP BY cat",
+        "WITH s AS (SELECT * FROM products ORDER BY name) SELECT cat, group_concat(name) FROM s GROUP BY cat",
+        "SELECT tag, count(*) FROM (SELECT * FROM tags ORDER BY score) GROUP BY tag",
+    ],
+)
+def test_an_ordered_subquery_that_sqlite_does_not_flatten_is_refused(tmp_path, select):
+    """SQLite runs a FROM-subquery, CTE or view with ORDER BY on its own (it is not flattened
+    into an aggregate) and hands its rows over in that order (review finding: matview inlined it
+    without its ORDER BY and kept rowid order)."""
+    setup = [*SETUP, "CREATE VIEW by_name AS SELECT * FROM products ORDER BY name"]
+    assert_refused(tmp_path, setup, select, match="ORDER BY inside a FROM-subquery")
+
+
+def test_a_backward_seek_on_another_table_is_not_this_tables(tmp_path):
+    """(Review finding: a subquery's MAX() over another table, sought from its index's end,
+    refused a GROUP_CONCAT view as if its own table were read backwards.)"""
+    setup = [*SETUP, "CREATE TABLE t2(id INTEGER PRIMARY KEY, v)", "INSERT INTO t2 VALUES (1, 5), (9, 6)"]
+    select = "SELECT cat, group_concat(name) FROM products WHERE price < (SELECT max(id) FROM t2) GROUP BY cat"
+    run_scenario(tmp_path, setup, {"v": select}, [["INSERT INTO products(cat, name, price) VALUES ('a', 'x', 2)"]])
+
+
+def test_quoted_bare_column_names(tmp_path):
+    setup = [
+        'CREATE TABLE w(id INTEGER PRIMARY KEY, cat, "a b", "order", price)',
+        "INSERT INTO w VALUES (1, 'a', 'x', 'y', 1), (2, 'a', 'z', 'q', 3)",
+    ]
+    select = 'SELECT cat, "a b", "order", max(price) FROM w GROUP BY cat'
+    run_scenario(tmp_path, setup, {"v": select}, [["INSERT INTO w VALUES (3, 'a', 'n', 'm', 4)"]])
+
+
+def test_analyze_that_changes_the_plan_breaks_the_view_at_once(tmp_path):
+    """(Review finding: ANALYZE on the same connection made SQLite read the table through an
+    index in another order; the view stayed readable, wrong, until the file was reopened.)"""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, cat TEXT, name TEXT, price, qty INT)")
+    conn.execute("CREATE INDEX bq ON t(qty, name)")
+    rows = [(i, "a", f"r{1000 - i:03d}", 7 if i % 10 == 0 else 1, 1) for i in range(1, 400)]
+    conn.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?)", rows)
+    conn.execute("ANALYZE")
+    select = "SELECT cat, name, max(price) FROM t WHERE qty = 1 GROUP BY cat"
+    conn.execute(f"CREATE MATERIALIZED VIEW q AS {select}")
+    conn.execute("UPDATE t SET qty = 5 WHERE id NOT IN (10, 20, 30)")
+    conn.execute("ANALYZE")
+    with pytest.raises(matview.Error, match="bq"):
+        conn.execute("SELECT * FROM q").fetchall()

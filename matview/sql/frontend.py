@@ -305,7 +305,13 @@ def build_plan(
         first = source.occurrences[0]
         rowid_column = builder.add_stage1(f"{quote(first.alias)}.{first.table.rowid_name}")
     # the per-group table: a plain column keeps its type (affinity) and collation
-    post_columns = [PostColumn(f"__a{i}", "", "BINARY", ("agg", i)) for i in range(len(builder.aggs))] + [
+    # (a bare column keeps its column's type and collation there: `tag = 'X'` compares as SQLite does)
+    post_columns = [
+        PostColumn(f"__a{i}", *column, ("agg", i))
+        if (column := builder.bare_columns.get(i)) is not None
+        else PostColumn(f"__a{i}", "", "BINARY", ("agg", i))
+        for i in range(len(builder.aggs))
+    ] + [
         PostColumn(
             f"__g{j}",
             ref.column.decltype if (ref := group_refs[j]) is not None and ref.column is not None else "",

@@ -60,6 +60,8 @@ class SelectList:
         #: why a bare column (neither aggregated nor grouped) cannot be maintained; None where it
         #: can (`allow_bare_columns`)
         self.bare_refusal: str | None = "SQLite takes it from an arbitrary row of the group"
+        #: per "bare" aggregate: the declared type and collation of the column it reads
+        self.bare_columns: dict[int, tuple[str, str]] = {}
 
     # -- column references -------------------------------------------------------------
     def column_of(self, tokens: tuple[Token, ...]) -> ColumnRef | None:
@@ -222,12 +224,14 @@ class SelectList:
         else:
             self.bare_refusal = None
 
-    def bare_value(self, written: str, tokens: tuple[Token, ...]) -> int:
+    def bare_value(self, written: str, column: Column | None) -> int:
         """Register a bare column (`AggSpec` "bare": its value in the row MIN/MAX keeps); its index."""
-        key = (("bare", ""), *self.normalized(tokens))
+        key = (("bare", ""), *self.normalized(tuple(tokenize(written))))
         if key not in self.agg_keys:
             self.aggs.append(AggSpec("bare", arg=self.add_stage1(written), sql=written))
             self.agg_keys[key] = len(self.aggs) - 1
+            typed = (column.decltype, column.collation) if column is not None else ("INTEGER", "BINARY")  # (rowid)
+            self.bare_columns[len(self.aggs) - 1] = typed
         return self.agg_keys[key]
 
     def _split_order_by(self, call: AggregateCall) -> tuple[list[Span], list[tuple[Token, ...]]]:
@@ -425,7 +429,8 @@ class SelectList:
             qualified = following[:1] == [TokenType.DOT] and index + 2 < len(toks)
             ref = self.source.resolve(token.text, toks[index + 2].text) if qualified else self.resolve(token.text)
             if ref is not None:
-                written = text[token.start : toks[index + 2].end] if qualified else token.text
+                # (unqualified, as SQL: a quoted name such as "a b" or "order" must stay quoted)
+                written = text[token.start : toks[index + 2].end] if qualified else quote(token.text)
                 if index in inside:
                     raise UnsupportedQuery(
                         f"a subquery in {where} of an aggregating query is not supported in this form (with "
@@ -436,8 +441,7 @@ class SelectList:
                         f"column {written} in {where} is neither aggregated nor a GROUP BY column: {self.bare_refusal}"
                     )
                 last = index + 2 if qualified else index
-                tokens = tuple(toks[index : last + 1])
-                bare.append((token.start, toks[last].end, quote(f"__a{self.bare_value(written, tokens)}")))
+                bare.append((token.start, toks[last].end, quote(f"__a{self.bare_value(written, ref.column)}")))
         return splice(text, bare)
 
 

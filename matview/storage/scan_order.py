@@ -57,12 +57,12 @@ def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | N
     if plan.extreme_row:
         extreme = next((a for a in plan.aggs if a.func in ("min", "max")), None)
         bare = [a.sql for a in plan.aggs if a.func == "bare"]
-        what = f"column {bare[0]}" if bare else "the spelling of a GROUP BY value"
+        what = f"column {_as_written(bare[0])}" if bare else "the spelling of a GROUP BY value"
         argument = _argument_column(extreme.sql) if extreme is not None else None
         allowed = grouped | ({argument} if argument is not None else set()) if plan.has_group_by else set()
         how = _reordering_scan(conn, table, sql, allowed)
         if how is not None:
-            beside = f"beside {extreme.sql}" if extreme is not None else "of an aggregate"
+            beside = f"beside {_as_written(extreme.sql)}" if extreme is not None else "of an aggregate"
             row = "first extreme row" if extreme is not None else "first row of each group"
             return (
                 f"{what} {beside}: SQLite reads {plan.sources[0]} {how}, and takes it from the {row} it meets in "
@@ -118,13 +118,23 @@ def variant_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | 
     )
 
 
+def _as_written(text: str) -> str:
+    """A column or call as the user wrote it, for messages: without the qualifiers the inline
+    pass gives a FROM-subquery's or view's columns (`"pv.t"."name"` is `name`)."""
+    return re.sub(r'"([A-Za-z_][A-Za-z0-9_]*)"', r"\1", re.sub(r'"[^"]*\.[^"]*"\.', "", text))
+
+
 def _reordering_scan(conn: apsw.Connection, table: TableInfo, sql: str, grouped: set[str]) -> str | None:
     """How SQLite reads `table` for `sql` when it meets one class's rows out of rowid order
     (as messages say it): "backwards", or "through" the index — one with columns beyond
     `grouped`, or one of them under another collation than the column's; None for neither."""
-    if _reads_backwards(conn, sql):
+    if _reads_backwards(conn, table, sql):
         return "backwards (for its ORDER BY: drop it, or the index that serves it)"
     details = query_plan(conn, sql)
+    if any(detail.startswith(("CO-ROUTINE", "MATERIALIZE")) for detail in details):
+        # (a FROM-subquery, CTE or view SQLite does not flatten: one with ORDER BY, which matview
+        # inlines without it, hands the outer query its rows in that order)
+        return "through a subquery in its own order (an ORDER BY inside a FROM-subquery, CTE or view: drop it)"
     if any(detail.startswith("MULTI-INDEX OR") for detail in details):
         # (`id > 5 OR id < 4` meets 8 before 1)
         return "in several passes, one per OR term (MULTI-INDEX OR: write the condition another way)"
@@ -147,17 +157,26 @@ def _reordering_scan(conn: apsw.Connection, table: TableInfo, sql: str, grouped:
     return None
 
 
-def _reads_backwards(conn: apsw.Connection, sql: str) -> bool:
-    """Whether SQLite's program for the view's SELECT steps any table or index backwards (an
-    `ORDER BY … DESC` served by an index, or MAX() sought from an index's end). EXPLAIN
-    QUERY PLAN does not tell; the opcodes do. Explained as one checked statement, as
-    `query_plan` does."""
+def _reads_backwards(conn: apsw.Connection, table: TableInfo, sql: str) -> bool:
+    """Whether SQLite's program for the view's SELECT steps `table` (or one of its indexes)
+    backwards: an `ORDER BY … DESC` served by an index, or MAX() sought from an index's end.
+    EXPLAIN QUERY PLAN does not tell; the opcodes do, on the cursors opened on the table's root
+    pages (a subquery's MAX() over another table steps its own). Explained as one checked
+    statement, as `query_plan` does."""
+    roots = {
+        int(row[0])
+        for row in conn.execute(
+            "SELECT rootpage FROM main.sqlite_master WHERE tbl_name = ? COLLATE NOCASE AND rootpage > 0", (table.name,)
+        )
+    }
     try:
         select, _tokens = one_statement(sql)
-        opcodes = {str(row[1]) for row in conn.cursor().execute(f"EXPLAIN {select}", can_cache=False)}
+        program = [row[1:5] for row in conn.cursor().execute(f"EXPLAIN {select}", can_cache=False)]
     except (Error, apsw.Error):
         return False
-    return bool(opcodes & _BACKWARD_OPCODES)
+    # (OpenRead's p2 is the root page, p3 the database: 0 is main)
+    cursors = {p1 for opcode, p1, p2, p3 in program if opcode in ("OpenRead", "ReopenIdx") and p2 in roots and p3 == 0}
+    return any(opcode in _BACKWARD_OPCODES and p1 in cursors for opcode, p1, _p2, _p3 in program)
 
 
 def _collation(table: TableInfo, column: str) -> str:
