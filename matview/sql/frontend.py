@@ -210,7 +210,10 @@ def build_plan(
     where_sql = f" WHERE ({where})" if where else ""
     rows_plan = Plan(
         upstreams=tuple(describe_upstream(conn, name) for name in upstream_views),
-        exact_distinct=all(has_one_variant(c.decltype, c.collation) for c in columns),
+        # (a literal has one value: `SELECT DISTINCT 0` has no variants to choose from)
+        exact_distinct=all(
+            has_one_variant(c.decltype, c.collation) or _is_literal(item.tokens) for c, item in zip(columns, items)
+        ),
         sources=sources,
         aliases=aliases,
         without_rowid=without_rowid,
@@ -293,7 +296,8 @@ def build_plan(
             builder.aggregate(call, Span(sql, tuple(order_tokens[call.first : call.last])).text)
     rowid_column = None
     exact_groups = all(
-        ref is not None and (ref.column is None or has_one_variant(ref.column.decltype, builder.collation_of(toks)))
+        (ref is not None and (ref.column is None or has_one_variant(ref.column.decltype, builder.collation_of(toks))))
+        or _is_literal(toks)
         for ref, toks in zip(group_refs, group_terms)
     )
     # beside one MIN/MAX, SQLite shows the spelling of the extreme row's GROUP BY values too (with
@@ -335,6 +339,13 @@ def build_plan(
         rowid_column=rowid_column,
         extreme_row=extreme_row,
     )
+
+
+def _is_literal(tokens: tuple[Token, ...]) -> bool:
+    """A number, string or NULL literal (signed numbers too): one value, one variant."""
+    if len(tokens) == 2 and tokens[0].kind in (TokenType.DASH, TokenType.PLUS):
+        tokens = tokens[1:]
+    return len(tokens) == 1 and tokens[0].kind in (TokenType.NUMBER, TokenType.STRING, TokenType.NULL)
 
 
 def _without_outer_parentheses(sql: str, tokens: tuple[Token, ...]) -> tuple[Token, ...]:
