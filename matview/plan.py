@@ -130,6 +130,9 @@ class Plan:
     #: the row the one MIN/MAX keeps is kept per group: bare columns, and the GROUP BY spelling, come
     #: from it (`operators.bare_columns`)
     extreme_row: bool = False
+    #: and the GROUP BY values SQLite shows are that row's too (beside a MIN/MAX: plain column terms
+    #: only — an expression term shows the group's first row's)
+    extreme_spelling: bool = False
     exact_groups: bool = True  # GROUP BY keys have one variant each (see operators.variants)
     exact_distinct: bool = True  # DISTINCT rows have one variant each
     signatures: tuple[tuple[str, Signature], ...] = field(default=())  # per distinct base table

@@ -18,7 +18,7 @@ and rows with NULL by rowid (beside no MIN/MAX, every row by rowid). Each entry 
 (value, bare values), and MIN/MAX's own result is that value: the one SQLite keeps (7.0 above,
 never a guess between 7 and 7.0). The GROUP BY values SQLite shows come from that row too, so
 where a group has several spellings ('a' and 'A' under NOCASE) the entry holds the row's
-(`Plan.extreme_row`). An insert or a delete changes one entry (Thm 3.3: the operator is linear
+(`Plan.extreme_spelling`). An insert or a delete changes one entry (Thm 3.3: the operator is linear
 in its multisets); the result is one index seek per touched group.
 """
 
@@ -46,7 +46,7 @@ class BareColumns:
         self.bare = [i for i, a in enumerate(plan.aggs) if a.func == "bare"]
         self.columns = [plan.aggs[i].arg for i in self.bare]
         #: the row's GROUP BY values are kept where a group may have several spellings
-        self.spellings = 0 if plan.exact_groups else plan.group_count
+        self.spellings = plan.group_count if plan.extreme_spelling else 0
         #: the aggregates whose results come from here (not from their own accumulators)
         self.covers = {*self.bare} if self.extreme is None else {self.extreme, *self.bare}
 

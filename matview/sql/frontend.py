@@ -300,11 +300,16 @@ def build_plan(
         or _is_literal(toks)
         for ref, toks in zip(group_refs, group_terms)
     )
-    # beside one MIN/MAX, SQLite shows the spelling of the extreme row's GROUP BY values too (with
-    # none, the first row's: `Circuit._first_row` finds that one without keeping every row)
+    # beside one MIN/MAX, SQLite shows the extreme row's spelling of a GROUP BY column (an
+    # expression term: the group's first row's); beside none, the first row's of every term
+    # (`Circuit._first_row` finds that one without keeping every row, where no bare column needs it)
     extremes = any(a.func in ("min", "max") for a in builder.aggs)
     has_bare = any(a.func == "bare" for a in builder.aggs)
-    extreme_row = builder.bare_refusal is None and (has_bare or (extremes and not exact_groups))
+    spelled = not exact_groups and (
+        not extremes or all(_plain_column(builder, toks) or _is_literal(toks) for toks in group_terms)
+    )
+    extreme_row = builder.bare_refusal is None and (has_bare or (extremes and spelled))
+    extreme_spelling = extreme_row and spelled
     if extreme_row or any(a.func == "group_concat" for a in builder.aggs):
         first = source.occurrences[0]
         rowid_column = builder.add_stage1(f"{quote(first.alias)}.{first.table.rowid_name}")
@@ -338,7 +343,16 @@ def build_plan(
         having=having,
         rowid_column=rowid_column,
         extreme_row=extreme_row,
+        extreme_spelling=extreme_spelling,
     )
+
+
+def _plain_column(builder: SelectList, tokens: tuple[Token, ...]) -> bool:
+    """A GROUP BY term that is a column, COLLATE'd or not (SQLite loads it from the row its
+    MIN/MAX keeps, as a bare column)."""
+    if len(tokens) >= 3 and tokens[-2].kind == TokenType.COLLATE:
+        tokens = tokens[:-2]
+    return builder.column_of(tokens) is not None
 
 
 def _is_literal(tokens: tuple[Token, ...]) -> bool:
