@@ -146,7 +146,8 @@ class Plan:
     outer_key: tuple[str, ...] = ()  # what identifies a preserved row: a rowid name no column shadows, or the PK
     full_key: tuple[str, ...] = ()  # FULL JOIN: what identifies a row of the second table (preserved too)
     root_key_nullable: bool = False  # the root's key may hold NULLs: matched as quoted text (NULL rows as one)
-    root_recompute: bool = False  # LEFT JOIN chains: ΔV recomputes the rows of the first table's changed rows
+    root_recompute: bool = False  # outer join chains: ΔV recomputes the rows of the root's reached rows
+    root: int = 0  # root_recompute: the occurrence each output row comes from one row of (`FromClause.root`)
     from_template: Template = ()  # the FROM clause alone (root_recompute: which first-table rows a change reaches)
     #: per outermost subquery: the occurrences its FROM reads, its `FROM … WHERE …`, and whether that
     #: can join the outer FROM (no name clash) instead of an EXISTS (see `subqueries`, `partition`)

@@ -1,19 +1,20 @@
 """Partition recompute per root row, with stored outputs (RELATIONAL.md R4): how views with
-LEFT JOIN chains or subqueries are maintained.
+outer join chains or subqueries are maintained.
 
-Every output row of such a view comes from exactly one row of its first table, its *root*
-(no join pads the first table with NULLs). A fold finds the roots R a change can reach, asks
-SQLite for the stage-1 rows of those roots now, and subtracts the rows each root had, which
-the view keeps in a table of their own (`storage.kept_rows`, compared by SQLite): no old
-state of any table is evaluated for the rows, so a change costs the rows it reaches.
+Every output row of such a view comes from exactly one row of its *root*: its first table (no
+join pads it with NULLs), or the right table of its last RIGHT JOIN (`Plan.root`). A fold
+finds the roots R a change can reach, asks SQLite for the stage-1 rows of those roots now, and
+subtracts the rows each root had, which the view keeps in a table of their own
+(`storage.kept_rows`, compared by SQLite): no old state of any table is evaluated for the
+rows, so a change costs the rows it reaches.
 
 R is found by SQLite, from the changes: the changed roots themselves; the roots joined to a
-changed row of another table of the FROM clause (its joins up to that table, ΔX in X's
-place); the roots whose subquery reads a changed row (the subquery's `FROM … WHERE …` with
-ΔX in X's place, correlated with the outer row); every root where a nested subquery or one in
-an ON condition reads the changed table. Each over the new states and, when another table
-changed too, over the old ones (`true_old_source`): a superset never changes the result,
-only the work.
+changed row of another table of the FROM clause (its joins up to that table, ΔX in X's place;
+after a RIGHT JOIN, the whole FROM clause); the roots whose subquery reads a changed row (the
+subquery's `FROM … WHERE …` with ΔX in X's place, correlated with the outer row); every root
+where a nested subquery or one in an ON condition reads the changed table. Each over the new
+states and, when another table changed too, over the old ones (`true_old_source`): a superset
+never changes the result, only the work.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def _cached_root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bo
 def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> tuple[str | None, str, str]:
     plan = terms.plan
     key = root_key(plan)
-    root = quote(plan.aliases[0])
+    root = quote(plan.aliases[plan.root])
     new = {f"source{i}": _state(terms, t, True, applied) for i, t in enumerate(plan.sources)}
     old = {f"source{i}": _state(terms, t, t not in changed, applied) for i, t in enumerate(plan.sources)}
     top = sum(1 for part in plan.from_template[1::2] if part.startswith("source"))
@@ -200,8 +201,16 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
         if table not in changed:
             continue
         delta = {f"source{i}": terms.delta_source(table)}
-        if i == 0:
-            reached.append(f"SELECT {key} FROM {delta['source0']} AS {root}")
+        if i == plan.root:
+            reached.append(f"SELECT {key} FROM {delta[f'source{i}']} AS {root}")
+            continue
+        matched = f"{quote(plan.aliases[i])}.{quote(names.WEIGHT)} IS NOT NULL"  # ΔX joined this row
+        if plan.root:
+            # after a RIGHT JOIN the root comes late: the whole FROM with ΔX in X's place finds
+            # the roots ΔX's rows join (in the old state and the new)
+            for state in _states(new, old, changed, table, (table,)):
+                whole = render(plan.from_template, **{**state, **delta})
+                reached.append(f"SELECT {key} FROM {whole} WHERE {matched}")
             continue
         if plan.inner_from and plan.reach_filter:
             # inner joins: a row of the view that ΔX changes has X's old or new row in it and
@@ -211,7 +220,6 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
                 whole = render(plan.from_template, **{**state, **delta})
                 reached.append(f"SELECT {key} FROM {whole} WHERE {plan.reach_filter}")
             continue
-        matched = f"{quote(plan.aliases[i])}.{quote(names.WEIGHT)} IS NOT NULL"  # ΔX joined this row
         # the joins up to X only: a later inner join may accept a row only where X did not
         # match it (`JOIN c ON c.y IS x.y`), so keeping it would lose that root
         through = from_prefix(plan.from_template, i)
@@ -257,7 +265,7 @@ def root_delta(conn: apsw.Connection, terms: DeltaTerms, ranges: Ranges, store: 
 def root_key(plan: Plan) -> str:
     """The root's key as SQL: its columns, or — where a rowid table's PRIMARY KEY may hold
     NULLs, which `IN` never matches — one text of their quoted values (NULL rows share one)."""
-    root = quote(plan.aliases[0])
+    root = quote(plan.aliases[plan.root])
     columns = [f"{root}.{quote(k)}" for k in plan.outer_key]
     if plan.root_key_nullable:
         return " || ',' || ".join(kept_rows.exact_text(c) for c in columns)

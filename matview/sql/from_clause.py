@@ -75,11 +75,16 @@ class FromClause:
     template: Template  # the clause's text, each reference a placeholder `source<i> AS "alias"`
     outer_on: str = ""  # `A LEFT|RIGHT JOIN B ON <outer_on>`: the condition as written (two occurrences)
     outer_kind: str = ""  # "LEFT", "RIGHT" or "FULL"
-    root_recompute: bool = False  # LEFT joins beyond one `A LEFT JOIN B ON …`: maintained per row of A
+    root_recompute: bool = False  # outer joins beyond one `A LEFT JOIN B ON …`: maintained per root row
+    #: root_recompute: the occurrence every output row comes from one row of (the first; after a
+    #: RIGHT JOIN, its right table)
+    root: int = 0
 
     @property
     def preserved(self) -> int:
         """The occurrence an outer join keeps every row of."""
+        if self.root_recompute:
+            return self.root
         return 1 if self.outer_kind == "RIGHT" else 0
 
     @property
@@ -156,6 +161,7 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
     outer_at: int | None = None
     outer_on = ""
     outer_kinds: list[str] = []  # the outer join word before each occurrence after the first
+    kinds: list[str] = []  # per occurrence: the outer join word before it, or ""
     while index < len(tokens):
         token = tokens[index]
         if token.kind == TokenType.L_PAREN and depths[index] == 0:
@@ -194,6 +200,7 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
             outer_at, outer_kind = len(occurrences), outer
             outer_kinds.append(outer)
         occurrences.append(Occurrence(table, alias))
+        kinds.append(outer)
         natural, outer = False, ""
         on_start: int | None = None
         # the join operator and condition up to the next reference
@@ -243,22 +250,41 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
                 "a FULL JOIN is maintained between two tables joined by ON (`A FULL JOIN B ON …`); "
                 "with more tables, USING or NATURAL it is not supported yet"
             )
-        if "RIGHT" in outer_kinds:
+        # every output row comes from one row of its root: the first table, or the right table of
+        # the last RIGHT JOIN (joins nest to the left: a RIGHT JOIN keeps its right side's rows only)
+        root = max((i for i, kind in enumerate(kinds) if kind == "RIGHT"), default=0)
+        if any(kind == "RIGHT" and hidden[i] for i, kind in enumerate(kinds)):
             raise UnsupportedQuery(
-                "a RIGHT JOIN is maintained between two tables joined by ON (`A RIGHT JOIN B ON …`); "
-                "with more tables, USING or NATURAL it is not supported yet (write it as LEFT JOINs from the "
-                "preserved table)"
+                "a RIGHT JOIN with USING or NATURAL among more tables is not supported yet (join it by ON)"
             )
-        # every output row comes from one row of the first table (no join pads it with NULLs)
-        if len(occurrences) != 2 or hidden[1] or not outer_on:
+        if "RIGHT" in outer_kinds:
+            shape = "a RIGHT JOIN among three or more tables"
+            template = _outer_words_written(template, outer_kinds)
+        elif len(occurrences) != 2 or hidden[1] or not outer_on:
             shape = "a LEFT JOIN of three or more tables (or with USING/NATURAL)"
         else:
             shape = "a LEFT JOIN with a materialized view or an aggregating derived table"
-        refuse_view_root(occurrences[0].table, shape)
+        refuse_view_root(occurrences[root].table, shape)
         for occurrence in occurrences:
             refuse_unstable_identity(occurrence.table, shape)
-        return FromClause(tuple(occurrences), tuple(hidden), tuple(template), outer_kind="LEFT", root_recompute=True)
+        return FromClause(
+            tuple(occurrences), tuple(hidden), tuple(template), outer_kind="LEFT", root_recompute=True, root=root
+        )
     return FromClause(tuple(occurrences), tuple(hidden), tuple(template), outer_on, outer_kind)
+
+
+def _outer_words_written(template: list[str], kinds: list[str]) -> list[str]:
+    """The template with each outer join placeholder replaced by the word the user wrote (a view
+    maintained per root row runs its FROM clause as written: LEFT and RIGHT both)."""
+    words = iter(kinds)
+    merged: list[str] = [template[0]]
+    for position in range(1, len(template), 2):
+        placeholder, literal = template[position], template[position + 1]
+        if placeholder == OUTER:
+            merged[-1] += f"{next(words)} {literal}"
+        else:
+            merged += [placeholder, literal]
+    return merged
 
 
 def _text(sql: str, tokens: Sequence[Token]) -> str:

@@ -225,6 +225,7 @@ def build_plan(
         outer_key=outer_key,
         full_key=_row_key(source.occurrences[1].table) if source.outer_kind == "FULL" else (),
         root_recompute=source.root_recompute,
+        root=source.root,
         from_template=source.template if source.root_recompute else (),
         reach_filter=reach_filter(where),
         image_keys=image_keys([o.table for o in source.occurrences]),

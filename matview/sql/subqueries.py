@@ -238,7 +238,7 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
     """The plan of a view whose SELECT has subqueries: their tables become occurrences, and
     the view is maintained per row of its first table (see the module docstring)."""
     refuse_after_aggregation([*plan.post_exprs, plan.having or ""])
-    if source.outer_kind == "RIGHT":
+    if source.outer_kind == "RIGHT" or source.root:
         raise UnsupportedQuery("a subquery in a view with a RIGHT JOIN is not supported yet (write it as a LEFT JOIN)")
     if source.outer_kind == "FULL":
         raise UnsupportedQuery("a subquery in a view with a FULL JOIN is not supported yet")

@@ -185,7 +185,7 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
     params = delta_terms.parameters({})
     created: list[str] = []
     remaining: list[str] = []
-    nullable = 1 - source.preserved
+    nullable = 1 - source.preserved if source.outer_on else 1
     for table in source.tables:
         terms = delta_terms.terms(frozenset({table}))
         padded = source.outer_kind == "FULL" or table == source.occurrences[nullable].table.name
