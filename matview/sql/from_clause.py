@@ -242,8 +242,9 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
             index += 1
         hidden.append(frozenset(merged))
     template.append(literal + sql[position : tokens[-1].end])
-    # a materialized view (or node) in `A LEFT JOIN B ON …` has no key to pad by: per row of A
-    view_in_left = outer_kind == "LEFT" and any(o.table.materialized for o in occurrences)
+    # a materialized view (or node) in `A LEFT|RIGHT JOIN B ON …` has no key to pad by: per row of
+    # the preserved side (its root)
+    view_in_left = outer_kind in ("LEFT", "RIGHT") and any(o.table.materialized for o in occurrences)
     if outer_at is not None and (len(occurrences) != 2 or hidden[1] or not outer_on or view_in_left):
         if "FULL" in outer_kinds:
             raise UnsupportedQuery(
@@ -257,13 +258,13 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
             raise UnsupportedQuery(
                 "a RIGHT JOIN with USING or NATURAL among more tables is not supported yet (join it by ON)"
             )
-        if "RIGHT" in outer_kinds:
-            shape = "a RIGHT JOIN among three or more tables"
+        word = "RIGHT" if "RIGHT" in outer_kinds else "LEFT"
+        if word == "RIGHT":
             template = _outer_words_written(template, outer_kinds)
-        elif len(occurrences) != 2 or hidden[1] or not outer_on:
-            shape = "a LEFT JOIN of three or more tables (or with USING/NATURAL)"
+        if len(occurrences) != 2 or hidden[1] or not outer_on:
+            shape = f"a {word} JOIN of three or more tables (or with USING/NATURAL)"
         else:
-            shape = "a LEFT JOIN with a materialized view or an aggregating derived table"
+            shape = f"a {word} JOIN with a materialized view or an aggregating derived table"
         refuse_view_root(occurrences[root].table, shape)
         for occurrence in occurrences:
             refuse_unstable_identity(occurrence.table, shape)

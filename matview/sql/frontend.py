@@ -191,6 +191,10 @@ def build_plan(
     outer_key = _row_key(preserved)
     if source.root_recompute:  # a key VACUUM keeps (see `partition`)
         outer_key = preserved.stable_key or outer_key
+    # a materialized view or node whose rows never repeat is its own key: all its columns
+    view_root = source.root_recompute and preserved.materialized
+    if view_root:
+        outer_key = tuple(c.name for c in preserved.columns)
     without_rowid = tuple(dict.fromkeys(o.table.name for o in source.occurrences if not o.table.has_rowid))
     signatures = tuple(
         (table.name, tuple((c.name, c.decltype, c.collation) for c in table.columns))
@@ -218,7 +222,7 @@ def build_plan(
         aliases=aliases,
         without_rowid=without_rowid,
         stable_rowid_tables=tuple(dict.fromkeys(o.table.name for o in source.occurrences if o.table.ipk)),
-        root_key_nullable=source.root_recompute and preserved.key_may_be_null,
+        root_key_nullable=source.root_recompute and (preserved.key_may_be_null or view_root),
         outer_on=source.outer_on,
         outer_kind=source.outer_kind,
         outer_where=bool(where),

@@ -130,9 +130,9 @@ def refuse_unstable_identity(table: TableInfo, what: str) -> None:
 
 
 def refuse_view_root(table: TableInfo, what: str) -> None:
-    """Views maintained per row of their first table need that table's key: a materialized
-    view there has none yet."""
-    if table.materialized:
+    """Views maintained per row of their root need its key: a materialized view (or node) whose
+    rows may repeat has none (one whose rows never repeat is its own: all its columns)."""
+    if table.materialized and not table.unique_rows:
         first = (
             "an aggregating or DISTINCT FROM-subquery, CTE or view"
             if is_node(table.name)

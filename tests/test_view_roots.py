@@ -1,0 +1,63 @@
+"""An aggregating or DISTINCT FROM-subquery, CTE or materialized view as the *first* table of a
+LEFT JOIN (or the right table of a RIGHT JOIN chain): its rows never repeat, so all its columns
+are its key, and the view is maintained per row of it (`operators.partition`), as over a base
+table (issue 5; refused before: "put a base table first")."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from oracle import assert_refused, check_write_mix
+
+SETUP = [
+    "CREATE TABLE sales(id INTEGER PRIMARY KEY, region TEXT, qty INT)",
+    "CREATE TABLE regions(code TEXT PRIMARY KEY, name TEXT)",
+    "CREATE TABLE notes(id INTEGER PRIMARY KEY, region TEXT, note TEXT)",
+    "CREATE MATERIALIZED VIEW tot AS SELECT region, sum(qty) AS total FROM sales GROUP BY region",
+    "INSERT INTO sales(region, qty) VALUES ('n', 3), ('s', 4), (NULL, 1)",
+    "INSERT INTO regions VALUES ('n', 'North'), ('w', 'West')",
+]
+
+VIEWS = {
+    "subquery": "SELECT x.region, x.total, r.name FROM (SELECT region, sum(qty) AS total FROM sales GROUP BY region) x "
+    "LEFT JOIN regions r ON r.code = x.region",
+    "view": "SELECT t.region, t.total, r.name FROM tot t LEFT JOIN regions r ON r.code = t.region",
+    "chain": "SELECT t.region, r.name, n.note FROM tot t LEFT JOIN regions r ON r.code = t.region "
+    "LEFT JOIN notes n ON n.region = r.code",
+    "distinct_cte": "WITH d AS (SELECT DISTINCT region FROM sales) SELECT d.region, count(n.id) FROM d "
+    "LEFT JOIN notes n ON n.region = d.region GROUP BY d.region",
+    "anti_join": "SELECT t.region, t.total FROM tot t LEFT JOIN regions r ON r.code = t.region WHERE r.code IS NULL",
+    "right_root": "SELECT r.name, t.total FROM regions r RIGHT JOIN tot t ON t.region = r.code",
+}
+
+
+def _write(conn, rng: random.Random) -> None:
+    action = rng.random()
+    if action < 0.35:
+        conn.execute(
+            "INSERT INTO sales(region, qty) VALUES (?, ?)", (rng.choice(["n", "s", "e", None]), rng.randint(-3, 9))
+        )
+    elif action < 0.5:
+        conn.execute("DELETE FROM sales WHERE id = (SELECT id FROM sales ORDER BY random() LIMIT 1)")
+    elif action < 0.65:
+        conn.execute(
+            "INSERT OR REPLACE INTO regions VALUES (?, ?)", (rng.choice("nsew"), rng.choice(["North", "South", None]))
+        )
+    elif action < 0.75:
+        conn.execute("DELETE FROM regions WHERE code = ?", (rng.choice("nsew"),))
+    elif action < 0.9:
+        conn.execute("INSERT INTO notes(region, note) VALUES (?, ?)", (rng.choice(["n", "s", None]), "x"))
+    else:
+        conn.execute("DELETE FROM notes WHERE id = (SELECT id FROM notes ORDER BY random() LIMIT 1)")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_view_whose_rows_never_repeat_as_the_root(tmp_path, seed):
+    check_write_mix(tmp_path, SETUP, VIEWS, _write, seed, steps=12)
+
+
+def test_a_root_whose_rows_may_repeat_stays_refused(tmp_path):
+    setup = [*SETUP, "CREATE MATERIALIZED VIEW amounts AS SELECT region, qty FROM sales"]
+    select = "SELECT a.qty, r.name FROM amounts a LEFT JOIN regions r ON r.code = a.region"
+    assert_refused(tmp_path, setup, select, match="put a base table first")
