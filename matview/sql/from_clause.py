@@ -258,13 +258,13 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
             raise UnsupportedQuery(
                 "a RIGHT JOIN with USING or NATURAL among more tables is not supported yet (join it by ON)"
             )
-        word = "RIGHT" if "RIGHT" in outer_kinds else "LEFT"
-        if word == "RIGHT":
+        joined = "RIGHT" if "RIGHT" in outer_kinds else "LEFT"
+        if joined == "RIGHT":
             template = _outer_words_written(template, outer_kinds)
         if len(occurrences) != 2 or hidden[1] or not outer_on:
-            shape = f"a {word} JOIN of three or more tables (or with USING/NATURAL)"
+            shape = f"a {joined} JOIN of three or more tables (or with USING/NATURAL)"
         else:
-            shape = f"a {word} JOIN with a materialized view or an aggregating derived table"
+            shape = f"a {joined} JOIN with a materialized view or an aggregating derived table"
         refuse_view_root(occurrences[root].table, shape)
         for occurrence in occurrences:
             refuse_unstable_identity(occurrence.table, shape)

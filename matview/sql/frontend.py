@@ -94,7 +94,10 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
     if has_subquery(sql):
         plan = with_subqueries(conn, plan, source)
     plain_views = tuple({**read_views, **dict(inlined.views)}.items())
-    plan = replace(plan, functions=functions, auto_indexes=auto_indexes, plain_views=plain_views)
+    inner_order = inlined.ordered[0] if inlined.ordered else ""
+    plan = replace(
+        plan, functions=functions, auto_indexes=auto_indexes, plain_views=plain_views, inner_order=inner_order
+    )
     return Compiled(plan, tree, source)
 
 

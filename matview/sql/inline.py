@@ -72,6 +72,9 @@ class Inlined:
 
     sql: str
     views: tuple[tuple[str, str], ...] = ()
+    #: the derived tables inlined without their ORDER BY ("FROM-subquery s"): SQLite does not
+    #: flatten one into an aggregate, and hands its rows over in that order (`Plan.inner_order`)
+    ordered: tuple[str, ...] = ()
 
 
 @dataclass
@@ -140,7 +143,7 @@ def inline_query(conn: apsw.Connection, sql: str) -> Inlined:
     if level.having:
         tail += " HAVING " + " AND ".join(f"({c})" for c in level.having)
     text = f"SELECT {'DISTINCT ' if level.distinct else ''}{select} FROM {sources}{where}{tail}"
-    return Inlined(text, tuple(inliner.views.items()))
+    return Inlined(text, tuple(inliner.views.items()), tuple(inliner.ordered))
 
 
 def plain_view_sql(conn: apsw.Connection, name: str) -> str | None:
@@ -163,6 +166,7 @@ class _Inliner:
         self.conn = conn
         self.views: dict[str, str] = {}
         self.used_aliases: set[str] = set()
+        self.ordered: list[str] = []  # (`Inlined.ordered`)
 
     # -- what is where -----------------------------------------------------------------
     def _plain_view(self, name: str) -> str | None:
@@ -209,6 +213,8 @@ class _Inliner:
         aggregates = is_aggregating(sql, clauses)
         if context is not None:
             self._refuse_non_spj(clauses, context)
+            if clauses.order:
+                self.ordered.append(context)
         self._refuse_other_subqueries(sql, tokens, clauses)
         items: list[_Item] = []
         conditions: list[str] = []

@@ -47,7 +47,7 @@ def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | N
     except Error:
         grouped = set()
     if concatenates:
-        how = _reordering_scan(conn, table, sql, grouped)
+        how = _reordering_scan(conn, plan, table, sql, grouped)
         if how is not None:
             return (
                 f"GROUP_CONCAT: SQLite reads {plan.sources[0]} {how}, so it concatenates each group's values "
@@ -60,7 +60,7 @@ def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | N
         what = f"column {_as_written(bare[0])}" if bare else "the spelling of a GROUP BY value"
         argument = _argument_column(extreme.sql) if extreme is not None else None
         allowed = grouped | ({argument} if argument is not None else set()) if plan.has_group_by else set()
-        how = _reordering_scan(conn, table, sql, allowed)
+        how = _reordering_scan(conn, plan, table, sql, allowed)
         if how is not None:
             beside = f"beside {_as_written(extreme.sql)}" if extreme is not None else "of an aggregate"
             row = "first extreme row" if extreme is not None else "first row of each group"
@@ -107,7 +107,7 @@ def variant_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | 
         )
     except Error:  # (not one plain SELECT: `WITH …`, a set operation) — no index is known to keep it
         columns = set()
-    how = _reordering_scan(conn, table, sql, columns)
+    how = _reordering_scan(conn, plan, table, sql, columns)
     if how is None:
         return None
     return (
@@ -124,17 +124,17 @@ def _as_written(text: str) -> str:
     return re.sub(r'"([A-Za-z_][A-Za-z0-9_]*)"', r"\1", re.sub(r'"[^"]*\.[^"]*"\.', "", text))
 
 
-def _reordering_scan(conn: apsw.Connection, table: TableInfo, sql: str, grouped: set[str]) -> str | None:
+def _reordering_scan(conn: apsw.Connection, plan: Plan, table: TableInfo, sql: str, grouped: set[str]) -> str | None:
     """How SQLite reads `table` for `sql` when it meets one class's rows out of rowid order
-    (as messages say it): "backwards", or "through" the index — one with columns beyond
-    `grouped`, or one of them under another collation than the column's; None for neither."""
+    (as messages say it): through a derived table with its own ORDER BY (SQLite does not
+    flatten one into an aggregate), "backwards", in several passes, or "through" the index —
+    one with columns beyond `grouped`, or one of them under another collation than the
+    column's; None for none of these."""
+    if plan.inner_order:
+        return f"through {plan.inner_order} in the order of its ORDER BY (drop it)"
     if _reads_backwards(conn, table, sql):
         return "backwards (for its ORDER BY: drop it, or the index that serves it)"
     details = query_plan(conn, sql)
-    if any(detail.startswith(("CO-ROUTINE", "MATERIALIZE")) for detail in details):
-        # (a FROM-subquery, CTE or view SQLite does not flatten: one with ORDER BY, which matview
-        # inlines without it, hands the outer query its rows in that order)
-        return "through a subquery in its own order (an ORDER BY inside a FROM-subquery, CTE or view: drop it)"
     if any(detail.startswith("MULTI-INDEX OR") for detail in details):
         # (`id > 5 OR id < 4` meets 8 before 1)
         return "in several passes, one per OR term (MULTI-INDEX OR: write the condition another way)"
