@@ -159,7 +159,10 @@ def _compile_with_nodes(
         if not node.keyed:
             _refuse_inexact_node(registry, node.name, node.words)
     compiled = compile_select(conn, planned, auto_indexes)
-    return replace(compiled, plan=replace(compiled.plan, internal_nodes=tuple(n.name for n in nodes)))
+    # (a node over a plain view's body: the view breaks when that plain view is redefined)
+    views = tuple(dict([*compiled.plan.plain_views, *(v for n in nodes for v in n.views)]).items())
+    plan = replace(compiled.plan, internal_nodes=tuple(n.name for n in nodes), plain_views=views)
+    return replace(compiled, plan=plan)
 
 
 def _refuse_inexact_node(registry: Registry, name: str, words: str = "") -> None:

@@ -53,6 +53,9 @@ class Node:
     sql: str  # its SELECT: the derived table's body (with the CTEs it may read)
     words: str = ""  # what it is in the user's words, where its SQL is the front end's own
     keyed: bool = False  # a select-project-join derived table keeping its table's key, as DISTINCT
+    #: plain views whose body is its SQL (name, CREATE VIEW text): the view reading it is broken
+    #: when one is redefined, as if it read the view by name (`Plan.plain_views`)
+    views: tuple[tuple[str, str], ...] = ()
 
 
 def extract_nodes(conn: apsw.Connection, sql: str, owner: str) -> tuple[str, list[Node]]:
@@ -261,7 +264,7 @@ def _from_nodes(
     if not clauses.from_:
         return body
     items = read_from_items(body, list(clauses.from_.tokens), check=False)
-    if len(items) == 1 and _reads_alone(clauses):
+    if len(items) == 1 and _reads_alone(clauses) and not _plain_view_with_outer_join(conn, items[0], ctes):
         return body  # `SELECT * FROM d`: a node would be the view itself
     # an outer join: its derived tables that need state become nodes (the view is then
     # maintained per row of its first table, `partition`); the inline pass refuses the others
@@ -288,13 +291,16 @@ def _from_nodes(
         subquery = _has_expression_subquery(inner) and not (prefix and inner.lstrip()[:4].upper() == "WITH")
         compound = _is_compound(inner)
         again = len(items) > 1 or outer_aggregates or outer_subquery  # joined, aggregated or filtered again
+        # an outer join inside: the inline pass cannot flatten it (it joins by WHERE), so it is a
+        # node (over its own FROM clause, as a view's top level; a plain view's body as written)
+        inside_outer = _has_outer_join(inner)
         keyed = (
             left_joins_only
             and any(t.kind == TokenType.LEFT for t in item.joined_by)
             and not (distinct or aggregates or subquery or compound)
             and _keeps_a_key(conn, inner)
         )
-        if not (distinct or subquery or compound or keyed or nested or (aggregates and again)):
+        if not (distinct or subquery or compound or keyed or nested or inside_outer or (aggregates and again)):
             continue
         if outer and not (aggregates or distinct or keyed):
             continue  # (a select-project-join one without its table's key: refused by the inline pass, by name)
@@ -316,7 +322,14 @@ def _from_nodes(
             if cte is None or cte.columns is not None:
                 continue
             node_sql = prefix + cte.body
+        views: tuple[tuple[str, str], ...] = ()
+        if inside_outer and item.body is None and (item.schema or fold(item.name or "") not in ctes):
+            text = view_sql(conn, item.name or "")
+            if text is not None and view_parts(text)[1] is None:  # (a column list renames: read by name)
+                node_sql, views = inner, ((item.name or "", text),)  # (a view never reads the query's CTEs)
         node = _node(nodes, owner, node_sql)
+        if views:
+            node = nodes[node_sql] = replace(node, views=views)
         if keyed:
             # its rows are DISTINCT because they keep a key: each class is one row, whatever its
             # values' variants (1 and 1.0 untyped), so the class shows that row's values
@@ -396,6 +409,30 @@ def _reads_aggregating_cte(select: str, ctes: dict[str, Cte], depth: int = 0) ->
         if cte is not None and (any(_shape(cte.body)) or _reads_aggregating_cte(cte.body, cte.scope, depth + 1)):
             return True
     return False
+
+
+def _has_outer_join(select: str) -> bool:
+    """Whether a SELECT's own FROM clause has a LEFT, RIGHT or FULL JOIN."""
+    tokens = tokenize(select)
+    if tokens and tokens[0].kind == TokenType.WITH:
+        select = read_with(select, tokens, {})[1]
+        tokens = tokenize(select)
+    if not tokens or tokens[0].kind != TokenType.SELECT or set_operators(tokens):
+        return False
+    clauses = split_clauses(select, tokens)
+    if not clauses.from_:
+        return False
+    items = read_from_items(select, list(clauses.from_.tokens), check=False)
+    return any(t.kind in OUTER_WORDS for item in items for t in item.joined_by)
+
+
+def _plain_view_with_outer_join(conn: apsw.Connection, item: FromItem, ctes: dict[str, Cte]) -> bool:
+    """A plain view (not a CTE of that name) whose body has an outer join: `SELECT * FROM` it
+    needs a node (the inline pass cannot flatten it)."""
+    if item.body is not None or item.name is None or (not item.schema and fold(item.name) in ctes):
+        return False
+    text = view_sql(conn, item.name)
+    return text is not None and _has_outer_join(view_parts(text)[2])
 
 
 def _reads_alone(clauses: Clauses) -> bool:
