@@ -133,6 +133,9 @@ class Plan:
     #: and the GROUP BY values SQLite shows are that row's too (beside a MIN/MAX: plain column terms
     #: only — an expression term shows the group's first row's)
     extreme_spelling: bool = False
+    #: and that row is the only extreme row of its group (`SelectList.unique_extreme`): kept by
+    #: value alone, in any scan order (no rowid)
+    extreme_unique: bool = False
     #: a FROM-subquery, CTE or view inlined without its ORDER BY ("FROM-subquery s"): SQLite meets
     #: the rows in that order, which matters where the view follows it (`storage.scan_order`)
     inner_order: str = ""

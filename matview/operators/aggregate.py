@@ -73,7 +73,7 @@ class Aggregate:
 
     def mergeable(self) -> bool:
         """Whether partial group states of disjoint parts of the input merge exactly (`merge`)."""
-        exact = self.plan.exact_groups and self.plan.rowid_column is None
+        exact = self.plan.exact_groups and self.plan.rowid_column is None and not self.plan.extreme_row
         return exact and all(a.mergeable() for a in self.accumulators)
 
     def merge(self, a: list[Any], b: list[Any]) -> list[Any]:

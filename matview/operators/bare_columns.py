@@ -10,7 +10,9 @@ value so far is NULL each row replaces it. Over one rowid table read in rowid or
 * the least rowid among the rows with the extreme value (equal as SQLite compares: 7 and 7.0);
 * in a group whose values are all NULL, the greatest rowid;
 * beside no MIN/MAX, the least rowid (SQLite loads bare columns at a group's first row only;
-  its documentation calls the row arbitrary, its program does not).
+  its documentation calls the row arbitrary, its program does not);
+* in any order, where the argument and the GROUP BY columns hold a NOT NULL key of the table
+  (`Plan.extreme_unique`: one row of a group has the extreme), on any table, WITHOUT ROWID too.
 
 So each group keeps its rows in two ordered multisets: rows with a value by (value, rowid) —
 for MAX by (value, ~rowid), so that one descending seek meets the greatest value's least rowid —
@@ -47,6 +49,8 @@ class BareColumns:
         self.columns = [plan.aggs[i].arg for i in self.bare]
         #: the row's GROUP BY values are kept where a group may have several spellings
         self.spellings = plan.group_count if plan.extreme_spelling else 0
+        #: the extreme row is unique in its group (`Plan.extreme_unique`): entries keyed by value alone
+        self.unique = plan.extreme_unique
         #: the aggregates whose results come from here (not from their own accumulators)
         self.covers = {*self.bare} if self.extreme is None else {self.extreme, *self.bare}
 
@@ -63,7 +67,8 @@ class BareColumns:
         elif value is None:
             store.adjust(NULL_ROWS_OP, key, rowid, entry, weight)
         else:
-            store.adjust(ROWS_OP, key, value, entry, weight, ~rowid if self.descending else rowid)
+            order = 0 if self.unique else ~rowid if self.descending else rowid
+            store.adjust(ROWS_OP, key, value, entry, weight, order)
 
     def fill(self, results: list[Any], store: StateStore, key: bytes) -> list[Any] | None:
         """Put the kept row's MIN/MAX value and bare values into `results` (per aggregate);

@@ -318,7 +318,8 @@ def build_plan(
     )
     extreme_row = builder.bare_refusal is None and (has_bare or (extremes and spelled))
     extreme_spelling = extreme_row and spelled
-    if extreme_row or any(a.func == "group_concat" for a in builder.aggs):
+    extreme_unique = extreme_row and builder.unique_extreme
+    if (extreme_row and not extreme_unique) or any(a.func == "group_concat" for a in builder.aggs):
         first = source.occurrences[0]
         rowid_column = builder.add_stage1(f"{quote(first.alias)}.{first.table.rowid_name}")
     # the per-group table: a plain column keeps its type (affinity) and collation
@@ -352,6 +353,7 @@ def build_plan(
         rowid_column=rowid_column,
         extreme_row=extreme_row,
         extreme_spelling=extreme_spelling,
+        extreme_unique=extreme_unique,
     )
 
 

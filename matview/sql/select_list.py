@@ -60,6 +60,9 @@ class SelectList:
         #: why a bare column (neither aggregated nor grouped) cannot be maintained; None where it
         #: can (`allow_bare_columns`)
         self.bare_refusal: str | None = "SQLite takes it from an arbitrary row of the group"
+        #: the one MIN/MAX's row is the group's only extreme row: its argument and the GROUP BY
+        #: columns hold a NOT NULL key of the table (no ties, no NULLs: any scan order meets it)
+        self.unique_extreme = False
         #: per "bare" aggregate: the declared type and collation of the column it reads
         self.bare_columns: dict[int, tuple[str, str]] = {}
 
@@ -216,13 +219,29 @@ class SelectList:
             self.bare_refusal = "over a join, the row SQLite takes it from follows the join's loop order"
         elif has_subquery:
             self.bare_refusal = "in a query with a subquery, bare columns are not supported yet"
+        elif extreme is not None and self._extreme_is_unique(extreme):
+            self.bare_refusal, self.unique_extreme = None, True
         elif occurrences[0].table.materialized or occurrences[0].table.ipk is None:
             self.bare_refusal = (
-                f"{occurrences[0].table.name} has no INTEGER PRIMARY KEY: SQLite takes it from a row it meets "
-                "first in rowid order, and VACUUM may renumber rowids"
+                f"{occurrences[0].table.name} has no INTEGER PRIMARY KEY, so the row SQLite meets first is not known "
+                "(maintained there beside a MIN/MAX whose argument and the GROUP BY columns hold its primary key: "
+                "one row has the extreme)"
             )
         else:
             self.bare_refusal = None
+
+    def _extreme_is_unique(self, extreme: AggregateCall) -> bool:
+        """Whether MIN/MAX of a column over plain GROUP BY columns that, with it, hold a NOT NULL
+        key of the table (`SELECT emp, max(from_date), amount … GROUP BY emp`, the key being
+        (emp, from_date)): one row of a group has the extreme, whatever the scan order."""
+        table = self.source.occurrences[0].table
+        argument = self.column_of(extreme.args[0].tokens) if len(extreme.args) == 1 else None
+        key = None if table.materialized else unique_key_columns(self.conn, table)
+        if argument is None or argument.column is None or key is None:
+            return False
+        refs = [self.column_of(term) for term in self.group_terms]
+        grouped = {fold(r.column.name) for r in refs if r is not None and r.column is not None}
+        return key <= grouped | {fold(argument.column.name)}
 
     def bare_value(self, written: str, column: Column | None) -> int:
         """Register a bare column (`AggSpec` "bare": its value in the row MIN/MAX keeps); its index."""

@@ -36,7 +36,8 @@ def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | N
     """Why SQLite's GROUP_CONCAT order for the view `sql`, or the row its bare columns come
     from, is not the rowid order matview keeps (how it reads the aggregated table), or None."""
     concatenates = any(a.func == "group_concat" for a in plan.aggs)
-    if not (concatenates or plan.extreme_row) or not plan.sources or plan.upstreams:
+    by_rowid = plan.extreme_row and not plan.extreme_unique  # (a unique extreme row: any order meets it)
+    if not (concatenates or by_rowid) or not plan.sources or plan.upstreams:
         return None  # (over a materialized view: EXPLAIN would read the view's module again)
     try:
         table = read_table(conn, plan.sources[0])
@@ -54,7 +55,7 @@ def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | N
                 "in that order; matview keeps them in rowid order (the table's own). Change that, or aggregate "
                 "without GROUP_CONCAT"
             )
-    if plan.extreme_row:
+    if by_rowid:
         extreme = next((a for a in plan.aggs if a.func in ("min", "max")), None)
         bare = [a.sql for a in plan.aggs if a.func == "bare"]
         what = f"column {_as_written(bare[0])}" if bare else "the spelling of a GROUP BY value"
@@ -74,7 +75,8 @@ def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | N
 def follows_scan_order(plan: Plan) -> bool:
     """Whether what a view shows depends on the order SQLite meets a group's rows in (which
     matview's own indexes must not change: `indexes.create_index`)."""
-    return any(a.func == "group_concat" for a in plan.aggs) or plan.extreme_row or shows_first_rows(plan)
+    by_rowid = plan.extreme_row and not plan.extreme_unique
+    return any(a.func == "group_concat" for a in plan.aggs) or by_rowid or shows_first_rows(plan)
 
 
 def shows_first_rows(plan: Plan) -> bool:
