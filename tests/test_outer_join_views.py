@@ -64,3 +64,40 @@ def test_redefining_the_plain_view_breaks_the_view(tmp_path):
     conn.execute("CREATE VIEW cust_summary AS SELECT id, name, 0 AS orders, 0 AS total FROM customers")
     with pytest.raises(matview.Error, match="cust_summary it reads was redefined"):
         conn.execute("SELECT * FROM v_imm").fetchall()
+
+
+def test_plain_views_with_a_subquery_or_distinct_read_by_a_view(tmp_path):
+    """A plain view with a select-list subquery, or DISTINCT, read by a view: an internal node
+    over the view's body, as a CTE of the same text is (refused before: a view's body would not
+    follow its redefinition; `Node.views` now records the view)."""
+    setup = [
+        "CREATE TABLE posts(id INTEGER PRIMARY KEY, user_id INT, title TEXT)",
+        "CREATE TABLE comments(id INTEGER PRIMARY KEY, post_id INT)",
+        "CREATE VIEW post_stats AS SELECT p.id, p.user_id, "
+        "(SELECT count(*) FROM comments c WHERE c.post_id = p.id) AS n_comments FROM posts p",
+        "CREATE VIEW authors AS SELECT DISTINCT user_id FROM posts",
+        "INSERT INTO posts(user_id, title) VALUES (1, 'a'), (2, 'b'), (1, 'c')",
+        "INSERT INTO comments(post_id) VALUES (1), (1), (3)",
+    ]
+    views = {
+        "per_user": "SELECT user_id, sum(n_comments) FROM post_stats GROUP BY user_id",
+        "commented": "SELECT * FROM post_stats WHERE n_comments > 0",
+        "joined": "SELECT a.user_id, count(*) FROM authors a JOIN posts p ON p.user_id = a.user_id GROUP BY a.user_id",
+    }
+
+    def write(conn, rng: random.Random) -> None:
+        action = rng.random()
+        if action < 0.3:
+            conn.execute("INSERT INTO posts(user_id, title) VALUES (?, 't')", (rng.choice([1, 2, 3, None]),))
+        elif action < 0.4:
+            conn.execute("DELETE FROM posts WHERE id = (SELECT id FROM posts ORDER BY random() LIMIT 1)")
+        elif action < 0.8:
+            conn.execute("INSERT INTO comments(post_id) VALUES (?)", (rng.randint(1, 10),))
+        else:
+            conn.execute("DELETE FROM comments WHERE id = (SELECT id FROM comments ORDER BY random() LIMIT 1)")
+
+    conn, _live = check_write_mix(tmp_path, setup, views, write, seed=4, steps=10)
+    conn.execute("DROP VIEW post_stats")
+    conn.execute("CREATE VIEW post_stats AS SELECT id, user_id, 0 AS n_comments FROM posts")
+    with pytest.raises(matview.Error, match="post_stats it reads was redefined"):
+        conn.execute("SELECT * FROM per_user_imm").fetchall()

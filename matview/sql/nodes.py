@@ -313,20 +313,21 @@ def _from_nodes(
             # (`SELECT *` inside) is not the node's, whose columns stay those the view was made with
             columns = ", ".join(quote(c) for c in probe_columns(conn, f"{prefix}SELECT * FROM {source}")[0])
             node_sql = f"{prefix}SELECT DISTINCT {columns} FROM {source}"
+        views: tuple[tuple[str, str], ...] = ()
+        plain = _plain_view_body(conn, item, ctes)
         if (distinct or subquery or compound) and item.body is None:
             # a DISTINCT CTE or view, or one with a subquery, is its own body (`SELECT * FROM` it
-            # would be refused as a derived table the inline pass cannot flatten): without a
-            # column list to rename its columns, and as a CTE only (a view's body would not
-            # follow the view's redefinition)
+            # would be refused as a derived table the inline pass cannot flatten), where no
+            # column list renames its columns
             cte = ctes.get(fold(item.name or "")) if not item.schema else None
-            if cte is None or cte.columns is not None:
+            if cte is not None and cte.columns is None:
+                node_sql = prefix + cte.body
+            elif plain is not None:
+                node_sql, views = plain
+            else:
                 continue
-            node_sql = prefix + cte.body
-        views: tuple[tuple[str, str], ...] = ()
-        if inside_outer and item.body is None and (item.schema or fold(item.name or "") not in ctes):
-            text = view_sql(conn, item.name or "")
-            if text is not None and view_parts(text)[1] is None:  # (a column list renames: read by name)
-                node_sql, views = inner, ((item.name or "", text),)  # (a view never reads the query's CTEs)
+        elif inside_outer and plain is not None:
+            node_sql, views = plain
         node = _node(nodes, owner, node_sql)
         if views:
             node = nodes[node_sql] = replace(node, views=views)
@@ -426,13 +427,26 @@ def _has_outer_join(select: str) -> bool:
     return any(t.kind in OUTER_WORDS for item in items for t in item.joined_by)
 
 
+def _plain_view_body(
+    conn: apsw.Connection, item: FromItem, ctes: dict[str, Cte]
+) -> tuple[str, tuple[tuple[str, str]]] | None:
+    """A plain view's body as a node's SQL, and the view (name, CREATE VIEW text) the reading view
+    records so that it breaks when the view is redefined (`Node.views`); None for anything else,
+    or a view with a column list (read by name: its columns are renamed). The body never sees the
+    query's CTEs (a view reads the file's tables)."""
+    if item.body is not None or item.name is None or (not item.schema and fold(item.name) in ctes):
+        return None
+    text = view_sql(conn, item.name)
+    if text is None or view_parts(text)[1] is not None:
+        return None
+    return view_parts(text)[2], ((item.name, text),)
+
+
 def _plain_view_with_outer_join(conn: apsw.Connection, item: FromItem, ctes: dict[str, Cte]) -> bool:
     """A plain view (not a CTE of that name) whose body has an outer join: `SELECT * FROM` it
     needs a node (the inline pass cannot flatten it)."""
-    if item.body is not None or item.name is None or (not item.schema and fold(item.name) in ctes):
-        return False
-    text = view_sql(conn, item.name)
-    return text is not None and _has_outer_join(view_parts(text)[2])
+    plain = _plain_view_body(conn, item, ctes)
+    return plain is not None and _has_outer_join(plain[0])
 
 
 def _reads_alone(clauses: Clauses) -> bool:
