@@ -64,6 +64,9 @@ class OutputColumn:
     collation: str
     is_column: bool = False  # a plain base column, whose values already passed its affinity
     is_cast: bool = False  # a CAST(… AS type): casting its values again changes nothing
+    #: a literal ('text', 'integer', 'real' or 'null'): one value, so no two of its values are
+    #: equal but different (DISTINCT, UNION)
+    literal: str = ""
 
     @property
     def storage_type(self) -> str:

@@ -120,8 +120,10 @@ def combine(conn: apsw.Connection, arms: list[tuple[Plan, FromClause]], operatio
         # compares with the first arm's collation that has one), one affinity (1 vs 1.0)
         for index, column in enumerate(columns):
             arm_columns = [plan.columns[index] for plan, _source in arms]
-            exact = all(has_one_variant(c.decltype, c.collation) for c in arm_columns)
-            if not exact or len({_affinity_class(c.decltype) for c in arm_columns}) != 1:
+            # (a literal has one value: its class stands for an affinity; NULL is NULL in every arm)
+            exact = all(has_one_variant(c.decltype, c.collation) or c.literal for c in arm_columns)
+            classes = {_affinity_class(c.decltype) if not c.literal else c.literal.upper() for c in arm_columns}
+            if not exact or len(classes - {"NULL"}) > 1:
                 raise UnsupportedQuery(
                     f"{operation} over column {column.name}, where equal values can differ (1 and 1.0, 'a' and "
                     "'A', or types that differ between arms): which one SQLite keeps is not a rule matview "

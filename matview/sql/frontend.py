@@ -183,6 +183,7 @@ def build_plan(
             builder.collation_of(item.tokens),
             column is not None,
             column is None and is_cast(item.tokens),
+            _literal_class(item.tokens),
         )
         for name, decltype, item, column in zip(names, decltypes, items, bare)
     )
@@ -218,9 +219,7 @@ def build_plan(
     rows_plan = Plan(
         upstreams=tuple(describe_upstream(conn, name) for name in upstream_views),
         # (a literal has one value: `SELECT DISTINCT 0` has no variants to choose from)
-        exact_distinct=all(
-            has_one_variant(c.decltype, c.collation) or _is_literal(item.tokens) for c, item in zip(columns, items)
-        ),
+        exact_distinct=all(has_one_variant(c.decltype, c.collation) or c.literal for c in columns),
         sources=sources,
         aliases=aliases,
         without_rowid=without_rowid,
@@ -367,9 +366,24 @@ def _plain_column(builder: SelectList, tokens: tuple[Token, ...]) -> bool:
 
 def _is_literal(tokens: tuple[Token, ...]) -> bool:
     """A number, string or NULL literal (signed numbers too): one value, one variant."""
-    if len(tokens) == 2 and tokens[0].kind in (TokenType.DASH, TokenType.PLUS):
-        tokens = tokens[1:]
-    return len(tokens) == 1 and tokens[0].kind in (TokenType.NUMBER, TokenType.STRING, TokenType.NULL)
+    return bool(_literal_class(tokens))
+
+
+def _literal_class(tokens: tuple[Token, ...]) -> str:
+    """The storage class of a literal ('text', 'integer', 'real', 'null'), or "" for anything else."""
+    if len(tokens) == 2 and tokens[0].kind in (TokenType.DASH, TokenType.PLUS) and tokens[1].kind == TokenType.NUMBER:
+        tokens = tokens[1:]  # (a sign makes a number of a string: -'a' is 0)
+    if len(tokens) != 1:
+        return ""
+    kind, text = tokens[0].kind, tokens[0].text.lower()
+    if kind == TokenType.STRING:
+        return "text"
+    if kind == TokenType.NULL:
+        return "null"
+    if kind == TokenType.NUMBER:
+        # (a hex literal is an integer; a decimal point or an exponent makes a real)
+        return "integer" if text.startswith("0x") or not any(c in text for c in ".e") else "real"
+    return ""
 
 
 def _without_outer_parentheses(sql: str, tokens: tuple[Token, ...]) -> tuple[Token, ...]:
