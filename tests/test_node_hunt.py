@@ -140,12 +140,10 @@ def test_in_node_keeps_an_explicit_collate_of_its_column(tmp_path):
     assert_view_matches(conn, "x", sql)  # SQLite: ids 1, 2 ('a' = 'A' under NOCASE); the view: 2 only
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=matview.UnsupportedQuery,
-    reason="fixed: refused at CREATE; was: " + REPEATS + " (an IN node of upper(k) grouped by k)",
-)
 def test_in_node_of_an_expression_of_its_group_key_read_in_a_transaction(tmp_path):
+    """Was: repeating rows of a grouped view without its GROUP BY terms taken as unique (a wrong
+    view); then refused at CREATE; now the IN node keeps its GROUP BY terms as columns (rows
+    that never repeat) and is maintained."""
     conn = _db(
         tmp_path,
         "CREATE TABLE a(id INTEGER PRIMARY KEY, k TEXT)",

@@ -61,3 +61,39 @@ def test_a_root_whose_rows_may_repeat_stays_refused(tmp_path):
     setup = [*SETUP, "CREATE MATERIALIZED VIEW amounts AS SELECT region, qty FROM sales"]
     select = "SELECT a.qty, r.name FROM amounts a LEFT JOIN regions r ON r.code = a.region"
     assert_refused(tmp_path, setup, select, match="put a base table first")
+
+
+def test_the_latest_row_per_group_through_in(tmp_path):
+    """`id IN (SELECT max(id) FROM ledger GROUP BY acct)`: the IN subquery's node keeps its GROUP
+    BY terms as columns too, so its rows never repeat and the view is maintained per row of its
+    first table (refused before: "rows may repeat")."""
+    setup = [
+        "CREATE TABLE ledger(id INTEGER PRIMARY KEY, acct INT, amount INT)",
+        "CREATE TABLE acc(id INTEGER PRIMARY KEY, name TEXT)",
+        "INSERT INTO ledger(acct, amount) VALUES (1, 5), (1, 7), (2, 3), (NULL, 1)",
+        "INSERT INTO acc VALUES (1, 'x'), (2, 'y')",
+    ]
+    views = {
+        "latest": "SELECT * FROM ledger WHERE id IN (SELECT max(id) FROM ledger GROUP BY acct)",
+        "joined": "SELECT a.name, l.amount FROM acc a JOIN ledger l ON l.acct = a.id "
+        "WHERE l.id IN (SELECT max(id) FROM ledger GROUP BY acct)",
+        "having": "SELECT count(*) FROM ledger WHERE amount IN (SELECT max(amount) AS m FROM ledger GROUP BY acct "
+        "HAVING count(*) > 1)",
+    }
+
+    def write(conn, rng: random.Random) -> None:
+        action = rng.random()
+        if action < 0.5:
+            values = (rng.choice([1, 2, 3, None]), rng.randint(-3, 5))
+            conn.execute("INSERT INTO ledger(acct, amount) VALUES (?, ?)", values)
+        elif action < 0.7:
+            conn.execute("DELETE FROM ledger WHERE id = (SELECT id FROM ledger ORDER BY random() LIMIT 1)")
+        elif action < 0.85:
+            conn.execute(
+                "UPDATE ledger SET acct = ? WHERE id = (SELECT id FROM ledger ORDER BY random() LIMIT 1)",
+                (rng.choice([1, 2, 3]),),
+            )
+        else:
+            conn.execute("INSERT OR REPLACE INTO acc VALUES (?, ?)", (rng.randint(1, 3), rng.choice(["x", "y"])))
+
+    check_write_mix(tmp_path, setup, views, write, seed=5, steps=12)

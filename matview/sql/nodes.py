@@ -33,6 +33,7 @@ from matview.sql.sqltext import (
     Clauses,
     Token,
     depth_walk,
+    excerpt,
     is_aggregating,
     item_alias,
     matching_paren,
@@ -222,12 +223,45 @@ def _in_nodes(conn: apsw.Connection, body: str, prefix: str, owner: str, nodes: 
         columns = _self_contained(conn, prefix + inner) if distinct or aggregates or deduplicates else None
         if not columns:
             continue
-        node = _node(nodes, owner, prefix + inner)
+        # (its GROUP BY terms as columns too, where the select list lacks them: then its rows never
+        # repeat — `id IN (SELECT max(id) FROM t GROUP BY acct)`, the latest row per group — and the
+        # view reading it is maintained per row of its first table)
+        keyed_inner = _with_group_terms(inner) if aggregates else inner
+        node = _node(nodes, owner, prefix + keyed_inner)
+        if keyed_inner != inner:  # (messages show the subquery as written)
+            node = nodes[prefix + keyed_inner] = replace(node, words=f"the subquery ({excerpt(inner)})")
         listed = ", ".join(quote(c) for c in columns)
         edits.append((paren.start, tokens[close].end, f"(SELECT {listed} FROM {quote(node.name)})"))
     for start, end, text in reversed(edits):
         body = body[:start] + text + body[end:]
     return body
+
+
+def _with_group_terms(select: str) -> str:
+    """A grouped SELECT with the GROUP BY terms its select list lacks appended as columns
+    (`"__group_1"`, …), so that its rows never repeat; as it is where that cannot be told (a
+    WITH, a set operation, an ordinal or alias term, `*`)."""
+    tokens = tokenize(select)
+    if not tokens or tokens[0].kind != TokenType.SELECT or set_operators(tokens):
+        return select
+    clauses = split_clauses(select, tokens)
+    if not clauses.group or not clauses.select.tokens:
+        return select
+    items = [span for span in split_top_level(select, clauses.select.tokens) if span]
+    written = {" ".join(t.text.lower() for t in span.tokens) for span in items}
+    aliases = {fold(alias) for span in items if (alias := item_alias(span)) is not None}
+    extra: list[str] = []
+    for term in split_top_level(select, clauses.group.tokens):
+        words = " ".join(t.text.lower() for t in term.tokens)
+        if len(term.tokens) == 1 and (term.tokens[0].text.isdigit() or fold(term.tokens[0].text) in aliases):
+            continue  # (names an item: output already)
+        if words in written or any(t.kind == TokenType.STAR for t in clauses.select.tokens):
+            continue
+        extra.append(f"{term.text} AS {quote(f'__group_{len(extra) + 1}')}")
+    if not extra:
+        return select
+    end = clauses.select.tokens[-1].end
+    return f"{select[:end]}, {', '.join(extra)}{select[end:]}"
 
 
 def _collates_its_columns(select: str) -> bool:
