@@ -64,9 +64,10 @@ class OutputColumn:
     collation: str
     is_column: bool = False  # a plain base column, whose values already passed its affinity
     is_cast: bool = False  # a CAST(… AS type): casting its values again changes nothing
-    #: a literal ('text', 'integer', 'real' or 'null'): one value, so no two of its values are
-    #: equal but different (DISTINCT, UNION)
-    literal: str = ""
+    #: the one storage class its values have, where SQLite decides it ('text' for a literal string
+    #: or strftime(…), 'integer', 'real', 'blob', 'null'): no two of its values are equal but
+    #: different (DISTINCT, UNION; `sql.value_classes`)
+    value_class: str = ""
 
     @property
     def storage_type(self) -> str:

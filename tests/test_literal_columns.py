@@ -44,3 +44,29 @@ def test_literal_columns_are_exact(tmp_path, seed):
 def test_a_literal_of_another_class_than_the_column_stays_refused(tmp_path):
     select = "SELECT score FROM customers UNION SELECT 1.0 FROM suppliers"
     assert_refused(tmp_path, SETUP, select, match="equal values can differ")
+
+
+def test_expressions_of_one_storage_class_have_no_variants(tmp_path):
+    """`strftime(…)`, `lower(…)`, `date(…)` and `||` always give text (or NULL), so grouping,
+    DISTINCT and UNION over them have no equal-but-different values (`sql.value_classes`): the
+    year-over-year self-join of a grouped CTE was refused before."""
+    setup = [
+        "CREATE TABLE s(id INTEGER PRIMARY KEY, d TEXT, q INT)",
+        "INSERT INTO s(d, q) VALUES ('2020-01-05', 1), ('2021-03-01', 2), ('2021-07-04', 3)",
+    ]
+    views = {
+        "year_over_year": "WITH y AS (SELECT strftime('%Y', d) AS yr, sum(q) AS t FROM s GROUP BY yr) "
+        "SELECT a.yr, a.t, b.t FROM y a LEFT JOIN y b ON b.yr = a.yr - 1",
+        "distinct": "SELECT DISTINCT lower(d) FROM s",
+        "concatenated": "SELECT substr(d, 1, 4) || '' AS y, count(*) FROM s GROUP BY 1",
+        "union": "SELECT date(d) FROM s UNION SELECT date(d, '+1 day') FROM s",
+    }
+
+    def write(conn, rng: random.Random) -> None:
+        if rng.random() < 0.6:
+            values = (rng.choice(["2020-01-05", "2021-03-01", "2022-12-31", "X", None, 5]), rng.randint(0, 9))
+            conn.execute("INSERT INTO s(d, q) VALUES (?, ?)", values)
+        else:
+            conn.execute("DELETE FROM s WHERE id = (SELECT id FROM s ORDER BY random() LIMIT 1)")
+
+    check_write_mix(tmp_path, setup, views, write, seed=3, steps=10)

@@ -120,9 +120,10 @@ def combine(conn: apsw.Connection, arms: list[tuple[Plan, FromClause]], operatio
         # compares with the first arm's collation that has one), one affinity (1 vs 1.0)
         for index, column in enumerate(columns):
             arm_columns = [plan.columns[index] for plan, _source in arms]
-            # (a literal has one value: its class stands for an affinity; NULL is NULL in every arm)
-            exact = all(has_one_variant(c.decltype, c.collation) or c.literal for c in arm_columns)
-            classes = {_affinity_class(c.decltype) if not c.literal else c.literal.upper() for c in arm_columns}
+            # (an expression of one storage class — a literal, strftime(…) — stands for its affinity;
+            # NULL is NULL in every arm)
+            exact = all(has_one_variant(c.decltype, c.collation) or c.value_class for c in arm_columns)
+            classes = {c.value_class.upper() if c.value_class else _affinity_class(c.decltype) for c in arm_columns}
             if not exact or len(classes - {"NULL"}) > 1:
                 raise UnsupportedQuery(
                     f"{operation} over column {column.name}, where equal values can differ (1 and 1.0, 'a' and "

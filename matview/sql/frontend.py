@@ -47,6 +47,7 @@ from matview.sql.validate import (
     refuse_unstable_rowid,
     refuse_unsupported,
 )
+from matview.sql.value_classes import one_class
 from matview.storage.schema import TableInfo, has_one_variant, image_keys
 from matview.upstream import describe_upstream
 
@@ -183,7 +184,7 @@ def build_plan(
             builder.collation_of(item.tokens),
             column is not None,
             column is None and is_cast(item.tokens),
-            _literal_class(item.tokens),
+            one_class(item.tokens, builder.collation_of(item.tokens)),
         )
         for name, decltype, item, column in zip(names, decltypes, items, bare)
     )
@@ -218,8 +219,8 @@ def build_plan(
     where_sql = f" WHERE ({where})" if where else ""
     rows_plan = Plan(
         upstreams=tuple(describe_upstream(conn, name) for name in upstream_views),
-        # (a literal has one value: `SELECT DISTINCT 0` has no variants to choose from)
-        exact_distinct=all(has_one_variant(c.decltype, c.collation) or c.literal for c in columns),
+        # (an expression of one storage class — `SELECT DISTINCT 0`, `strftime(…)` — has no variants)
+        exact_distinct=all(has_one_variant(c.decltype, c.collation) or c.value_class for c in columns),
         sources=sources,
         aliases=aliases,
         without_rowid=without_rowid,
@@ -304,7 +305,7 @@ def build_plan(
     rowid_column = None
     exact_groups = all(
         (ref is not None and (ref.column is None or has_one_variant(ref.column.decltype, builder.collation_of(toks))))
-        or _is_literal(toks)
+        or one_class(toks, builder.collation_of(toks))
         for ref, toks in zip(group_refs, group_terms)
     )
     # beside one MIN/MAX, SQLite shows the extreme row's spelling of a GROUP BY column (an
@@ -313,7 +314,8 @@ def build_plan(
     extremes = any(a.func in ("min", "max") for a in builder.aggs)
     has_bare = any(a.func == "bare" for a in builder.aggs)
     spelled = not exact_groups and (
-        not extremes or all(_plain_column(builder, toks) or _is_literal(toks) for toks in group_terms)
+        not extremes
+        or all(_plain_column(builder, toks) or one_class(toks, builder.collation_of(toks)) for toks in group_terms)
     )
     extreme_row = builder.bare_refusal is None and (has_bare or (extremes and spelled))
     extreme_spelling = extreme_row and spelled
@@ -362,28 +364,6 @@ def _plain_column(builder: SelectList, tokens: tuple[Token, ...]) -> bool:
     if len(tokens) >= 3 and tokens[-2].kind == TokenType.COLLATE:
         tokens = tokens[:-2]
     return builder.column_of(tokens) is not None
-
-
-def _is_literal(tokens: tuple[Token, ...]) -> bool:
-    """A number, string or NULL literal (signed numbers too): one value, one variant."""
-    return bool(_literal_class(tokens))
-
-
-def _literal_class(tokens: tuple[Token, ...]) -> str:
-    """The storage class of a literal ('text', 'integer', 'real', 'null'), or "" for anything else."""
-    if len(tokens) == 2 and tokens[0].kind in (TokenType.DASH, TokenType.PLUS) and tokens[1].kind == TokenType.NUMBER:
-        tokens = tokens[1:]  # (a sign makes a number of a string: -'a' is 0)
-    if len(tokens) != 1:
-        return ""
-    kind, text = tokens[0].kind, tokens[0].text.lower()
-    if kind == TokenType.STRING:
-        return "text"
-    if kind == TokenType.NULL:
-        return "null"
-    if kind == TokenType.NUMBER:
-        # (a hex literal is an integer; a decimal point or an exponent makes a real)
-        return "integer" if text.startswith("0x") or not any(c in text for c in ".e") else "real"
-    return ""
 
 
 def _without_outer_parentheses(sql: str, tokens: tuple[Token, ...]) -> tuple[Token, ...]:

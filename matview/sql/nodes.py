@@ -29,6 +29,7 @@ from matview.names import NODE_PREFIX, fold, quote
 from matview.sql.compound import one_operation
 from matview.sql.from_items import OUTER_WORDS, Cte, FromItem, is_from_item, read_from_items, read_with, view_parts
 from matview.sql.grouped_subqueries import rewrite_grouped_subqueries
+from matview.sql.inline import plain_view_sql
 from matview.sql.sqltext import (
     Clauses,
     Token,
@@ -327,7 +328,9 @@ def _from_nodes(
         again = len(items) > 1 or outer_aggregates or outer_subquery  # joined, aggregated or filtered again
         # an outer join inside: the inline pass cannot flatten it (it joins by WHERE), so it is a
         # node (over its own FROM clause, as a view's top level; a plain view's body as written)
-        inside_outer = _has_outer_join(inner)
+        plain = _plain_view_body(conn, item, ctes)
+        derived = item.body is not None or plain is not None or (not item.schema and fold(item.name or "") in ctes)
+        inside_outer = derived and _has_outer_join(inner)  # (a materialized view is read as a source)
         keyed = (
             left_joins_only
             and any(t.kind == TokenType.LEFT for t in item.joined_by)
@@ -348,7 +351,6 @@ def _from_nodes(
             columns = ", ".join(quote(c) for c in probe_columns(conn, f"{prefix}SELECT * FROM {source}")[0])
             node_sql = f"{prefix}SELECT DISTINCT {columns} FROM {source}"
         views: tuple[tuple[str, str], ...] = ()
-        plain = _plain_view_body(conn, item, ctes)
         if (distinct or subquery or compound) and item.body is None:
             # a DISTINCT CTE or view, or one with a subquery, is its own body (`SELECT * FROM` it
             # would be refused as a derived table the inline pass cannot flatten), where no
@@ -470,7 +472,7 @@ def _plain_view_body(
     query's CTEs (a view reads the file's tables)."""
     if item.body is not None or item.name is None or (not item.schema and fold(item.name) in ctes):
         return None
-    text = view_sql(conn, item.name)
+    text = plain_view_sql(conn, item.name)  # (not a materialized view's readable one)
     if text is None or view_parts(text)[1] is not None:
         return None
     return view_parts(text)[2], ((item.name, text),)

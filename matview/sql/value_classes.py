@@ -1,0 +1,91 @@
+"""The one storage class an expression's values have, where SQLite decides it whatever the rows
+hold: a literal's, a text function's (`strftime`, `lower`, `printf`, `||`), an integer or real
+one's (`length`, `julianday`), a CAST to TEXT, INTEGER, REAL or BLOB. Two such values SQLite calls
+equal are identical (under BINARY), so GROUP BY, DISTINCT and set operations over them have no
+variants to choose between (`operators.variants`)."""
+
+from __future__ import annotations
+
+from sqlglot.tokens import TokenType
+
+from matview.sql.sqltext import Token, depth_walk, matching_paren
+from matview.storage.schema import affinity
+
+#: functions whose result has one storage class (or is NULL), whatever their arguments
+_FUNCTION_CLASSES = {
+    **dict.fromkeys(
+        (
+            "strftime", "date", "time", "datetime", "printf", "format", "lower", "upper", "hex", "quote",
+            "typeof", "char", "replace", "trim", "ltrim", "rtrim", "concat", "concat_ws",
+        ),
+        "text",
+    ),
+    **dict.fromkeys(("length", "octet_length", "instr", "unicode", "unixepoch", "sign"), "integer"),
+    **dict.fromkeys(("julianday", "round"), "real"),
+}  # fmt: skip
+
+_CAST_CLASSES = {"TEXT": "text", "INTEGER": "integer", "REAL": "real", "BLOB": "blob"}
+
+
+def one_class(tokens: tuple[Token, ...], collation: str) -> str:
+    """The one storage class of an expression's values where no two of them are equal but
+    different: a literal's (one value, whatever its collation), or `result_class` under BINARY."""
+    return literal_class(tokens) or (result_class(tokens) if collation.upper() == "BINARY" else "")
+
+
+def literal_class(tokens: tuple[Token, ...]) -> str:
+    """The storage class of a literal ('text', 'integer', 'real', 'null'), or "" for anything else."""
+    if len(tokens) == 2 and tokens[0].kind in (TokenType.DASH, TokenType.PLUS) and tokens[1].kind == TokenType.NUMBER:
+        tokens = tokens[1:]  # (a sign makes a number of a string: -'a' is 0)
+    if len(tokens) != 1:
+        return ""
+    kind, text = tokens[0].kind, tokens[0].text.lower()
+    if kind == TokenType.STRING:
+        return "text"
+    if kind == TokenType.NULL:
+        return "null"
+    if kind == TokenType.NUMBER:
+        return "real" if any(c in text for c in ".e") else "integer"
+    return ""
+
+
+def result_class(tokens: tuple[Token, ...]) -> str:
+    """The one storage class of an expression's values (see the module docstring), or ""."""
+    while len(tokens) > 2 and tokens[0].kind == TokenType.L_PAREN and matching_paren(tokens, 0) == len(tokens) - 1:
+        tokens = tokens[1:-1]
+    if not tokens:
+        return ""
+    found = literal_class(tokens)
+    if found:
+        return found
+    depths = depth_walk(tokens)
+    top = [t for t, d in zip(tokens, depths) if d == 0]
+    if any(t.kind == TokenType.DPIPE for t in top):
+        # operands joined by `||` only (`a || b + 1` is `(a || b) + 1`: a number)
+        return "text" if all(t.is_name or t.kind in _CONCATENATED for t in top) else ""
+    if len(tokens) > 3 and tokens[1].kind == TokenType.L_PAREN and matching_paren(tokens, 1) == len(tokens) - 1:
+        name = tokens[0].text.lower()
+        if name == "cast":
+            inner = tokens[2:-1]
+            at = next(
+                (i for i, (t, d) in enumerate(zip(inner, depth_walk(inner))) if d == 0 and t.kind == TokenType.ALIAS),
+                None,
+            )
+            declared = " ".join(t.text for t in inner[at + 1 :]) if at is not None else ""
+            return _CAST_CLASSES.get(affinity(declared), "") if declared else ""
+        if tokens[0].is_name and tokens[0].kind != TokenType.STRING:
+            return _FUNCTION_CLASSES.get(name, "")
+    return ""
+
+
+#: what may stand at the top of a concatenation besides names (function calls' parentheses)
+_CONCATENATED = {
+    TokenType.DPIPE,
+    TokenType.DOT,
+    TokenType.L_PAREN,
+    TokenType.R_PAREN,
+    TokenType.STRING,
+    TokenType.NUMBER,
+    TokenType.NULL,
+    TokenType.COLLATE,
+}
