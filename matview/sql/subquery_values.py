@@ -141,6 +141,7 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
         one_row
         or (simple and _unique_lookup(conn, body, clauses, tables))
         or (not compound and not clauses.group and _grouped_lookup(conn, body, clauses, from_items))
+        or (not compound and not clauses.group and _single_row_source(from_items))
     )
     ordered = simple and _total_order(conn, body, clauses, tables, items)
     if clauses.limit and before != TokenType.EXISTS and not (at_most_one or ordered):
@@ -339,6 +340,19 @@ def _unique_lookup(conn: apsw.Connection, body: str, clauses: Clauses, tables: l
             if _is_column(key_side, item.alias, keys) and not reads_table(other, item.alias, own):
                 return True
     return False
+
+
+def _single_row_source(from_items: list[FromItem]) -> bool:
+    """Whether a FROM clause is one derived table that aggregates without GROUP BY (`(SELECT m
+    FROM best)`, best a CTE `SELECT max(t) AS m FROM s`): one row at most, whatever its WHERE."""
+    if len(from_items) != 1 or from_items[0].body is None:
+        return False
+    inner = from_items[0].body
+    tokens = tokenize(inner)
+    if not tokens or tokens[0].kind != TokenType.SELECT or set_operators(tokens):
+        return False
+    clauses = split_clauses(inner, tokens)
+    return not clauses.group and bool(find_aggregate_calls(inner, clauses.select.tokens))
 
 
 def _grouped_lookup(conn: apsw.Connection, body: str, clauses: Clauses, from_items: list[FromItem]) -> bool:
