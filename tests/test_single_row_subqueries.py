@@ -28,7 +28,8 @@ def _write(conn, rng: random.Random) -> None:
     elif action < 0.8:
         conn.execute("DELETE FROM s WHERE id = (SELECT id FROM s ORDER BY random() LIMIT 1)")
     else:
-        conn.execute("UPDATE s SET t = ? WHERE id = (SELECT id FROM s ORDER BY random() LIMIT 1)", (rng.randint(0, 10),))
+        values = (rng.randint(0, 10),)
+        conn.execute("UPDATE s SET t = ? WHERE id = (SELECT id FROM s ORDER BY random() LIMIT 1)", values)
 
 
 def test_single_row_subqueries_follow_every_write(tmp_path):
