@@ -360,3 +360,33 @@ def test_a_unique_extreme_row_needs_no_rowid(tmp_path, seed):
     check_write_mix(tmp_path, setup, views, _history_write, seed, steps=10)
     (tmp_path / "r").mkdir()
     assert_refused(tmp_path / "r", setup, "SELECT emp, max(amount), from_date FROM sal GROUP BY emp", "primary key")
+
+
+def test_min_and_max_under_nocase_or_rtrim_show_the_first_spelling(tmp_path):
+    """MIN/MAX of a NOCASE (or RTRIM) value compares classes, and SQLite shows the first spelling
+    of the extreme class it meets: the kept extreme row's (refused before)."""
+    setup = [
+        "CREATE TABLE c(id INTEGER PRIMARY KEY, city TEXT, email TEXT COLLATE NOCASE, r TEXT COLLATE RTRIM)",
+        "INSERT INTO c(city, email, r) VALUES ('x', 'b@x', 'q'), ('x', 'A@x', 'q '), ('x', 'a@x', 'Q')",
+    ]
+    views = {
+        "least": "SELECT city, min(email) FROM c GROUP BY city",
+        "greatest_with_row": "SELECT city, max(email), id FROM c GROUP BY city",
+        "rtrim": "SELECT max(r), count(*) FROM c",
+    }
+
+    def write(conn, rng: random.Random) -> None:
+        action = rng.random()
+        if action < 0.6:
+            email = rng.choice(["a@x", "A@x", "b@x", "B@X", None, 5])
+            values = (rng.choice(["x", "y"]), email, rng.choice(["q", "q ", "Q"]))
+            conn.execute("INSERT INTO c(city, email, r) VALUES (?, ?, ?)", values)
+        elif action < 0.8:
+            conn.execute("DELETE FROM c WHERE id = (SELECT id FROM c ORDER BY random() LIMIT 1)")
+        else:
+            conn.execute(
+                "UPDATE c SET email = ? WHERE id = (SELECT id FROM c ORDER BY random() LIMIT 1)",
+                (rng.choice(["a@x", "A@x"]),),
+            )
+
+    check_write_mix(tmp_path, setup, views, write, seed=8, steps=12)

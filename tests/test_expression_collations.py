@@ -5,8 +5,7 @@ column grouped under BINARY (a wrong view), and `max(+tag)` compared under BINAR
 
 from __future__ import annotations
 
-import pytest
-from oracle import assert_refused, run_scenario
+from oracle import run_scenario
 
 SETUP = [
     "CREATE TABLE t(id INTEGER PRIMARY KEY, cat TEXT, tag TEXT COLLATE NOCASE, name TEXT)",
@@ -36,8 +35,11 @@ def test_groups_and_distinct_follow_sqlites_collation(tmp_path):
     run_scenario(tmp_path, SETUP, VIEWS, STEPS)
 
 
-@pytest.mark.parametrize(
-    "select", ["SELECT cat, max(+tag) FROM t GROUP BY cat", "SELECT min(CAST(tag AS TEXT)) FROM t"]
-)
-def test_min_max_of_a_nocase_value_seen_through_plus_or_cast_is_refused(tmp_path, select):
-    assert_refused(tmp_path, SETUP, select, match="NOCASE")
+def test_min_max_of_a_nocase_value_seen_through_plus_or_cast(tmp_path):
+    """`max(+tag)` of a NOCASE tag compares under NOCASE (it compared BINARY before: a review
+    finding): the first spelling of the extreme class SQLite meets, kept with its row."""
+    views = {
+        "plus": "SELECT cat, max(+tag) FROM t GROUP BY cat",
+        "cast": "SELECT min(CAST(tag AS TEXT)) FROM t",
+    }
+    run_scenario(tmp_path, SETUP, views, STEPS)

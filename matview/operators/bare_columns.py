@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from matview.keys import canonical
 from matview.plan import Plan
 from matview.storage.codec import pack, unpack
 from matview.storage.state import StateStore
@@ -45,6 +46,9 @@ class BareColumns:
         spec = plan.aggs[self.extreme] if self.extreme is not None else None
         self.argument = spec.arg if spec is not None else None
         self.descending = spec is not None and spec.func == "max"
+        #: the collation MIN/MAX compares by: its entries are ordered by the canonical spelling
+        #: (`'a'` for 'A' under NOCASE), each holding the row's own
+        self.collation = spec.collation if spec is not None else "BINARY"
         self.bare = [i for i, a in enumerate(plan.aggs) if a.func == "bare"]
         self.columns = [plan.aggs[i].arg for i in self.bare]
         #: the row's GROUP BY values are kept where a group may have several spellings
@@ -68,7 +72,8 @@ class BareColumns:
             store.adjust(NULL_ROWS_OP, key, rowid, entry, weight)
         else:
             order = 0 if self.unique else ~rowid if self.descending else rowid
-            store.adjust(ROWS_OP, key, value, entry, weight, order)
+            compared = value if self.collation == "BINARY" else canonical(value, self.collation)
+            store.adjust(ROWS_OP, key, compared, entry, weight, order)
 
     def fill(self, results: list[Any], store: StateStore, key: bytes) -> list[Any] | None:
         """Put the kept row's MIN/MAX value and bare values into `results` (per aggregate);

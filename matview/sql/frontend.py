@@ -317,7 +317,9 @@ def build_plan(
         not extremes
         or all(_plain_column(builder, toks) or one_class(toks, builder.collation_of(toks)) for toks in group_terms)
     )
-    extreme_row = builder.bare_refusal is None and (has_bare or (extremes and spelled))
+    # (a MIN/MAX under NOCASE/RTRIM shows its class's first spelling: the kept row's)
+    collated = any(a.func in ("min", "max") and a.collation != "BINARY" for a in builder.aggs)
+    extreme_row = builder.bare_refusal is None and (has_bare or collated or (extremes and spelled))
     extreme_spelling = extreme_row and spelled
     extreme_unique = extreme_row and builder.unique_extreme
     if (extreme_row and not extreme_unique) or any(a.func == "group_concat" for a in builder.aggs):

@@ -328,7 +328,10 @@ class SelectList:
             # COUNT(DISTINCT email) counts NOCASE classes, whichever spelling each shows, and
             # GROUP_CONCAT(DISTINCT email) shows each class's first (in rowid order, as it keeps them)
             counted = func in ("count", "group_concat") and call.distinct
-            if collation != "BINARY" and not counted:
+            # MIN/MAX of NOCASE email: SQLite keeps the first spelling of the least class it meets,
+            # which the kept extreme row is (`operators.bare_columns`) where bare columns could be
+            witnessed = func in ("min", "max") and not call.distinct and self.bare_refusal is None
+            if collation != "BINARY" and not (counted or witnessed):
                 raise UnsupportedQuery(f"{where} over a {collation}-collated value is not supported yet")
         arg_index = filter_index = None
         extreme = (args[0].text, call.filter.text if call.filter is not None else None) if args else None
