@@ -100,7 +100,14 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
         after = inner[index + 1].kind if index + 1 < len(inner) else None
         dedup = token.kind in SET_OPERATIONS and not (token.kind == TokenType.UNION and after == TokenType.ALL)
         exact_groups = token.kind == TokenType.GROUP_BY and _exact_group_terms(conn, body, clauses, tables)
-        if d == 0 and (dedup or token.kind in (TokenType.DISTINCT, TokenType.GROUP_BY)) and not exact_groups:
+        # (DISTINCT over plain typed BINARY columns: each class one variant, whatever the order)
+        exact_rows = (
+            token.kind == TokenType.DISTINCT
+            and bool(items)
+            and all(_exact_column(conn, split_alias(span.tokens)[0], tables) for span in items)
+        )
+        exact = exact_groups or exact_rows
+        if d == 0 and (dedup or token.kind in (TokenType.DISTINCT, TokenType.GROUP_BY)) and not exact:
             raise UnsupportedQuery(
                 f"{token.text.upper()} inside a subquery: which of equal values (1 and 1.0, 'a' and 'A' under "
                 "NOCASE) it keeps depends on the order SQLite scans the rows; not supported yet"

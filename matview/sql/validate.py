@@ -75,13 +75,21 @@ def drop_main_qualifiers(sql: str) -> str:
 def probe_columns(conn: apsw.Connection, sql: str) -> tuple[list[str], list[str]]:
     """Let SQLite validate the SELECT (its own error messages) and name its columns,
     through a temporary view. The SELECT is wrapped in a subquery, so text that tries to
-    smuggle a second statement is a syntax error, never executed."""
+    smuggle a second statement is a syntax error, never executed. The names are then the
+    SELECT's own, from a view of it alone (checked to be one statement): in a subquery SQLite
+    names `L.ACCT` as written, where the SELECT names it as the table declares it (`acct`)."""
     probe = quote("__dbsp_probe")
     try:
         conn.execute(f"DROP VIEW IF EXISTS temp.{probe}")
         conn.execute(f"CREATE TEMP VIEW {probe} AS SELECT * FROM (\n{sql}\n)")
         info = conn.execute(f"PRAGMA temp.table_xinfo({probe})").fetchall()
         conn.execute(f"SELECT * FROM temp.{probe} LIMIT 0").fetchall()
+        select, _tokens = one_statement(sql)
+        conn.execute(f"DROP VIEW temp.{probe}")
+        conn.execute(f"CREATE TEMP VIEW {probe} AS {select}")
+        named = conn.execute(f"PRAGMA temp.table_xinfo({probe})").fetchall()
+        if len(named) == len(info):
+            info = [(row[0], name_row[1], *row[2:]) for row, name_row in zip(info, named)]
     except apsw.SQLError as exc:
         raise Error(f"invalid view definition: {_sqlite_message(exc)}") from None
     finally:
