@@ -34,3 +34,28 @@ def _write(conn, rng: random.Random) -> None:
 
 def test_single_row_subqueries_follow_every_write(tmp_path):
     check_write_mix(tmp_path, SETUP, VIEWS, _write, seed=6, steps=12)
+
+
+def test_distinct_inside_a_subquery_over_typed_columns(tmp_path):
+    """DISTINCT over plain typed BINARY columns inside a subquery keeps one variant per class
+    whatever the scan order (`WITH buyers AS (SELECT DISTINCT customer_id FROM orders) … NOT IN
+    (SELECT customer_id FROM buyers)`; refused before)."""
+    setup = [
+        "CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT)",
+        "CREATE TABLE orders(id INTEGER PRIMARY KEY, customer_id INT)",
+        "INSERT INTO customers(name) VALUES ('a'), ('b'), ('c')",
+        "INSERT INTO orders(customer_id) VALUES (1), (1), (3)",
+    ]
+    views = {
+        "never_bought": "WITH buyers AS (SELECT DISTINCT customer_id FROM orders) "
+        "SELECT id FROM customers WHERE id NOT IN (SELECT customer_id FROM buyers)",
+        "counted": "SELECT id, (SELECT count(*) FROM (SELECT DISTINCT customer_id FROM orders)) FROM customers",
+    }
+
+    def write(conn, rng: random.Random) -> None:
+        if rng.random() < 0.6:
+            conn.execute("INSERT INTO orders(customer_id) VALUES (?)", (rng.randint(1, 5),))
+        else:
+            conn.execute("DELETE FROM orders WHERE id = (SELECT id FROM orders ORDER BY random() LIMIT 1)")
+
+    check_write_mix(tmp_path, setup, views, write, seed=2, steps=10)
