@@ -52,6 +52,7 @@ from matview.sql.sqltext import (
     excerpt,
     is_aggregating,
     matching_paren,
+    parse_failure,
     parse_sqlite,
     splice,
     split_clauses,
@@ -248,7 +249,7 @@ class _Inliner:
         try:
             tree = parse_sqlite(sql)
         except sqlglot.errors.ParseError as exc:
-            raise UnsupportedQuery(f"matview cannot analyze this SELECT: {exc}") from None
+            raise UnsupportedQuery(f"matview cannot analyze this SELECT: {parse_failure(exc)}") from None
         if not isinstance(tree, exp.Select):
             raise UnsupportedQuery(f"{context or 'the view'}: matview cannot analyze this SELECT")
         replacements, unresolved = self._column_replacements(sql, tree, clauses, items)

@@ -15,7 +15,7 @@ from sqlglot.tokens import TokenType
 
 from matview.errors import UnsupportedQuery
 from matview.keys import check_collation
-from matview.names import fold, quote
+from matview.names import fold, is_node, quote
 from matview.plan import AggSpec
 from matview.sql.from_clause import ColumnRef, FromClause
 from matview.sql.sqltext import (
@@ -176,6 +176,10 @@ class SelectList:
                 continue
             if token.text.lower() not in aliases or self.resolve(token.text):
                 continue
+            if index + 1 < len(toks) and toks[index + 1].kind == TokenType.DOT:
+                continue  # (a qualifier, `cust.id`: a table's name, never the alias)
+            if index and toks[index - 1].kind in (TokenType.ALIAS, TokenType.VAR, TokenType.IDENTIFIER):
+                continue  # (a name given, `customers cust`: not a reference)
             if index in inside:
                 # the subquery's own tables may have a column of that name, which wins there
                 raise UnsupportedQuery(
@@ -221,11 +225,15 @@ class SelectList:
             self.bare_refusal = "in a query with a subquery, bare columns are not supported yet"
         elif extreme is not None and self._extreme_is_unique(extreme):
             self.bare_refusal, self.unique_extreme = None, True
-        elif occurrences[0].table.materialized or occurrences[0].table.ipk is None:
+        elif occurrences[0].table.materialized:
+            what = "an aggregating subquery, CTE or view" if is_node(occurrences[0].table.name) else "a view"
+            self.bare_refusal = f"over {what}, the row SQLite takes it from follows an order matview does not know"
+        elif occurrences[0].table.ipk is None:
+            table = occurrences[0].table
+            kind = "is WITHOUT ROWID" if not table.has_rowid else "has no INTEGER PRIMARY KEY"
             self.bare_refusal = (
-                f"{occurrences[0].table.name} has no INTEGER PRIMARY KEY, so the row SQLite meets first is not known "
-                "(maintained there beside a MIN/MAX whose argument and the GROUP BY columns hold its primary key: "
-                "one row has the extreme)"
+                f"{table.name} {kind}, so which row SQLite meets first is not known here (maintained beside a "
+                "MIN/MAX whose argument and the GROUP BY columns hold its primary key: one row has the extreme)"
             )
         else:
             self.bare_refusal = None
@@ -451,8 +459,7 @@ class SelectList:
             qualified = following[:1] == [TokenType.DOT] and index + 2 < len(toks)
             ref = self.source.resolve(token.text, toks[index + 2].text) if qualified else self.resolve(token.text)
             if ref is not None:
-                # (unqualified, as SQL: a quoted name such as "a b" or "order" must stay quoted)
-                written = text[token.start : toks[index + 2].end] if qualified else quote(token.text)
+                written = text[token.start : toks[index + 2].end] if qualified else token.text
                 if index in inside:
                     raise UnsupportedQuery(
                         f"a subquery in {where} of an aggregating query is not supported in this form (with "
@@ -463,7 +470,9 @@ class SelectList:
                         f"column {written} in {where} is neither aggregated nor a GROUP BY column: {self.bare_refusal}"
                     )
                 last = index + 2 if qualified else index
-                bare.append((token.start, toks[last].end, quote(f"__a{self.bare_value(written, ref.column)}")))
+                # (unqualified, as SQL: a quoted name such as "a b" or "order" must stay quoted)
+                column_sql = written if qualified else quote(token.text)
+                bare.append((token.start, toks[last].end, quote(f"__a{self.bare_value(column_sql, ref.column)}")))
         return splice(text, bare)
 
 

@@ -9,6 +9,7 @@ own sources and columns, so SQLite evaluates exactly what the user wrote.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -380,3 +381,8 @@ def normalized(tokens: Sequence[Token], resolve: ColumnResolver) -> tuple[tuple[
             out.append((token.kind.name, token.text))
         index += 1
     return tuple(out)
+
+
+def parse_failure(exc: BaseException) -> str:
+    """sqlglot's parse error as plain text (it colours the failing token for terminals)."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", str(exc))

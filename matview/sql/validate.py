@@ -16,7 +16,16 @@ from sqlglot.tokens import TokenType
 from matview.errors import Error, UnsupportedQuery
 from matview.names import quote
 from matview.sql.from_clause import FromClause
-from matview.sql.sqltext import AGGREGATE_NAMES, Token, excerpt, parse_sqlite, splice, split_top_level, tokenize
+from matview.sql.sqltext import (
+    AGGREGATE_NAMES,
+    Token,
+    excerpt,
+    parse_failure,
+    parse_sqlite,
+    splice,
+    split_top_level,
+    tokenize,
+)
 from matview.storage.schema import ROWID_NAMES
 
 _DATE_FUNCTIONS = {"date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff"}
@@ -109,7 +118,7 @@ def parse_select(sql: str) -> Any:
     try:
         tree = parse_sqlite(sql)
     except sqlglot.errors.ParseError as exc:
-        raise UnsupportedQuery(f"matview cannot analyze this SELECT: {exc}") from None
+        raise UnsupportedQuery(f"matview cannot analyze this SELECT: {parse_failure(exc)}") from None
     return tree
 
 
@@ -187,7 +196,8 @@ def _refuse_clock_dependent_date(sql: str, function: Token, inner: list[Token]) 
     time zone for 'localtime'/'utc': SQLite itself calls those uses non-deterministic."""
     where = f"{function.text}()"
     arguments = [a for a in split_top_level(sql, inner) if a] if inner else []
-    needed = 2 if function.text.lower() == "strftime" else 1  # strftime's first is the format
+    # (strftime's first is the format; timediff's two are both time values, without modifiers)
+    needed = 2 if function.text.lower() in ("strftime", "timediff") else 1
     if len(arguments) < needed:
         raise UnsupportedQuery(f"{where} without a time value means 'now', which is not deterministic")
     for token in inner:
