@@ -60,3 +60,40 @@ def test_distinct_and_ordered_concatenations_stay_exact(tmp_path, seed):
 )
 def test_what_stays_refused(tmp_path, select, match):
     assert_refused(tmp_path, [*SETUP, "CREATE TABLE u(g, v)"], select, match=match)
+
+
+def test_a_without_rowid_table_is_concatenated_in_its_key_order(tmp_path):
+    """SQLite meets a WITHOUT ROWID table's rows in its primary key's order (DESC and collation
+    included): GROUP_CONCAT's order, and its ties under ORDER BY, follow it (refused before: no
+    INTEGER PRIMARY KEY)."""
+    setup = [
+        "CREATE TABLE oi(order_id INT, product_id INT, qty INT, note TEXT COLLATE NOCASE, "
+        "PRIMARY KEY (order_id, product_id DESC)) WITHOUT ROWID",
+        "CREATE TABLE tags(name TEXT COLLATE NOCASE PRIMARY KEY, grp INT) WITHOUT ROWID",
+        "INSERT INTO oi VALUES (1, 1, 2, 'a'), (1, 5, 1, 'A'), (2, 3, NULL, 'b')",
+        "INSERT INTO tags VALUES ('x', 1), ('Zed', 1), ('a', 2)",
+    ]
+    views = {
+        "products": "SELECT order_id, string_agg(product_id, ',') FROM oi GROUP BY order_id",
+        "ties": "SELECT order_id, group_concat(qty ORDER BY qty) FROM oi GROUP BY order_id",
+        "distinct": "SELECT group_concat(DISTINCT note) FROM oi",
+        "nocase_key": "SELECT grp, group_concat(name, '|') FROM tags GROUP BY grp",
+    }
+
+    def write(conn, rng: random.Random) -> None:
+        action = rng.random()
+        if action < 0.5:
+            values = (rng.randint(1, 3), rng.randint(1, 9), rng.choice([1, 2, 2.0, None]), rng.choice(["a", "A", None]))
+            conn.execute("INSERT OR REPLACE INTO oi VALUES (?, ?, ?, ?)", values)
+        elif action < 0.7:
+            conn.execute(
+                "DELETE FROM oi WHERE (order_id, product_id) = "
+                "(SELECT order_id, product_id FROM oi ORDER BY random() LIMIT 1)"
+            )
+        elif action < 0.9:
+            values = (rng.choice(["x", "X", "y", "Zed", "a"]), rng.randint(1, 2))
+            conn.execute("INSERT OR REPLACE INTO tags VALUES (?, ?)", values)
+        else:
+            conn.execute("DELETE FROM tags WHERE name = ?", (rng.choice(["x", "y", "a"]),))
+
+    check_write_mix(tmp_path, setup, views, write, seed=5, steps=12)

@@ -322,23 +322,26 @@ class Accumulator:
 
 def _ordered_parts(spec: AggSpec, rows: list[tuple[Any, ...]]) -> list[str]:
     """GROUP_CONCAT(DISTINCT x)'s or GROUP_CONCAT(x ORDER BY …)'s texts, from its rows in rowid
-    order (text, then x or the ORDER BY values): the first of each class SQLite calls equal
-    (under x's collation), or the rows sorted stably by the terms."""
-    if spec.key is not None:
-        seen: set[Any] = set()
-        parts = []
-        for text, compared in rows:
-            canon = canonical(compared, spec.collation)
-            if canon not in seen:
-                seen.add(canon)
-                parts.append(text)
-        return parts
-    terms = spec.order
+    order (text, then x for DISTINCT, then the ORDER BY values): the rows sorted stably by the
+    terms (a WITHOUT ROWID table's key among them), then the first of each class SQLite calls
+    equal (under x's collation) for DISTINCT."""
+    terms, first = spec.order, 1 if spec.key is None else 2  # (the ORDER BY values come after x)
+    if terms:
 
-    def compare(a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
-        return _compare_terms(a[1:], b[1:], terms)
+        def compare(a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
+            return _compare_terms(a[first:], b[first:], terms)
 
-    return [row[0] for row in sorted(rows, key=functools.cmp_to_key(compare))]
+        rows = sorted(rows, key=functools.cmp_to_key(compare))
+    if spec.key is None:
+        return [row[0] for row in rows]
+    seen: set[Any] = set()
+    parts = []
+    for row in rows:
+        canon = canonical(row[1], spec.collation)
+        if canon not in seen:
+            seen.add(canon)
+            parts.append(row[0])
+    return parts
 
 
 def _compare_terms(a: Sequence[Any], b: Sequence[Any], terms: tuple[tuple[int, bool, str, bool], ...]) -> int:

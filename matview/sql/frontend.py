@@ -48,7 +48,7 @@ from matview.sql.validate import (
     refuse_unsupported,
 )
 from matview.sql.value_classes import one_class
-from matview.storage.schema import TableInfo, has_one_variant, image_keys
+from matview.storage.schema import TableInfo, has_one_variant, image_keys, primary_key_order
 from matview.upstream import describe_upstream
 
 STAGE1_COLUMN = "__c{}"  # names of an aggregate view's stage-1 columns
@@ -324,7 +324,10 @@ def build_plan(
     extreme_unique = extreme_row and builder.unique_extreme
     if (extreme_row and not extreme_unique) or any(a.func == "group_concat" for a in builder.aggs):
         first = source.occurrences[0]
-        rowid_column = builder.add_stage1(f"{quote(first.alias)}.{first.table.rowid_name}")
+        key = primary_key_order(conn, first.table)
+        # (a WITHOUT ROWID row's identity: its key, as exact text — `accumulators` only needs it unique)
+        identity = " || ',' || ".join(f"quote({quote(first.alias)}.{quote(name)})" for name, _d, _c in key)
+        rowid_column = builder.add_stage1(identity or f"{quote(first.alias)}.{first.table.rowid_name}")
     # the per-group table: a plain column keeps its type (affinity) and collation
     # (a bare column keeps its column's type and collation there: `tag = 'X'` compares as SQLite does)
     post_columns = [

@@ -32,7 +32,7 @@ from matview.sql.sqltext import (
     split_top_level,
     tokenize,
 )
-from matview.storage.schema import Column, has_one_variant, unique_key_columns
+from matview.storage.schema import Column, has_one_variant, primary_key_order, unique_key_columns
 
 _AGG_FUNCS = {"string_agg": "group_concat"}
 
@@ -313,7 +313,8 @@ class SelectList:
             if self.source.is_join:
                 raise UnsupportedQuery("GROUP_CONCAT over a join: its order is the join's loop order, unspecified")
             table = self.source.occurrences[0].table
-            if table.ipk is None:
+            stored = primary_key_order(self.conn, table)  # (WITHOUT ROWID: scanned in key order)
+            if table.ipk is None and not stored:
                 raise UnsupportedQuery(
                     f"GROUP_CONCAT on table {table.name}, which has no INTEGER PRIMARY KEY: its order "
                     "follows rowids that VACUUM may renumber"
@@ -356,6 +357,13 @@ class SelectList:
                 self.extreme_columns[extreme] = (arg_index, filter_index)
         compared = self.add_stage1(args[0].text) if func == "group_concat" and call.distinct else None
         order = tuple(self._order_term(term, where) for term in order_terms)
+        if func == "group_concat":
+            # a WITHOUT ROWID table is met in its key's order: the concatenation's (its ties')
+            alias = quote(self.source.occurrences[0].alias)
+            order += tuple(
+                (self.add_stage1(f"{alias}.{quote(name)}"), descending, collation, not descending)
+                for name, descending, collation in primary_key_order(self.conn, self.source.occurrences[0].table)
+            )
         spec = AggSpec(func, call.distinct, arg_index, filter_index, separator, sql, collation, compared, order)
         self.aggs.append(spec)
         self.agg_keys[key] = len(self.aggs) - 1

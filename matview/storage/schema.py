@@ -288,3 +288,15 @@ def unique_key_columns(conn: apsw.Connection, table: TableInfo) -> set[str] | No
                 return None
         return {fold(c) for c in table.primary_key}
     return None
+
+
+def primary_key_order(conn: apsw.Connection, table: TableInfo) -> list[tuple[str, bool, str]]:
+    """A WITHOUT ROWID table's primary key as the order its rows are stored (and scanned) in:
+    per key column, (name, descending, collation); [] for a rowid table."""
+    if table.has_rowid or table.materialized:
+        return []
+    for _seq, index, _unique, origin, _partial in conn.execute(f"PRAGMA main.index_list({quote(table.name)})"):
+        if origin == "pk":
+            rows = conn.execute(f"PRAGMA main.index_xinfo({quote(str(index))})").fetchall()
+            return [(str(row[2]), bool(row[3]), str(row[4]).upper()) for row in rows if row[5] and row[2] is not None]
+    return []
