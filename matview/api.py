@@ -40,6 +40,12 @@ _READS = {"SELECT", "WITH", "VALUES", "EXPLAIN", "PRAGMA"}
 _DDL = {"CREATE", "DROP", "ALTER"}  # (plain DDL and the MATERIALIZED VIEW statements: they write)
 
 
+def _changes_statistics(sql: str) -> bool:
+    """ANALYZE or `PRAGMA optimize`: new statistics, which may change SQLite's plans."""
+    word = statements.first_word(sql)
+    return word == "ANALYZE" or (word == "PRAGMA" and "optimize" in sql.lower())
+
+
 def _temporary(sql: str) -> bool:
     """`CREATE TEMP …`: writes no table of the file (so takes no write lock first)."""
     words = sql.split(None, 2)
@@ -134,7 +140,7 @@ class Connection:
         elif word in ("SELECT", "WITH") and self.apsw.get_autocommit():
             self._fold_deferred_before_read(sql, views)
             self._poll_if_others_wrote()
-        if word == "ANALYZE" or (word == "PRAGMA" and "optimize" in sql.lower()):
+        if _changes_statistics(sql):
             # New statistics may change SQLite's plans with no schema change: views whose rows
             # follow its scan order (`scan_order`) are checked again at the next look.
             result = Rows(list(self._run(sql, params)))
@@ -168,7 +174,11 @@ class Connection:
             or statements.first_word(statement) in ("DROP", "ALTER", "CREATE")
         ]
         if not handled:
-            return self.apsw.execute(sql, params)
+            if not any(_changes_statistics(statement) for statement in script):
+                return self.apsw.execute(sql, params)
+            rows = Rows(list(self.apsw.execute(sql, params)))
+            self.registry.invalidate()  # (ANALYZE inside: see `_execute`)
+            return rows
         if params is not None:
             raise Error("a script with materialized view statements or DDL cannot take bound parameters")
         result: Any = Rows([])
@@ -189,6 +199,10 @@ class Connection:
                 result = self.apsw.executemany(sql, sequence)
             self._feed.deliver()
             return result
+        if _changes_statistics(sql):
+            rows = Rows(list(self.apsw.executemany(sql, sequence)))
+            self.registry.invalidate()  # (see `_execute`)
+            return rows
         return self.apsw.executemany(sql, sequence)
 
     def _lock_before_reading(self, sql: str) -> None:

@@ -13,6 +13,7 @@ pushdown may only narrow, never decide, the result.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -192,6 +193,10 @@ class Cursor:
     def __init__(self, table: Table) -> None:
         self.table = table
         self.rows: list[tuple[Any, ...]] = []
+        #: each row's rowid, the same in every Filter of one statement (SQLite's RIGHT JOIN marks
+        #: the right table's matched rows by rowid in one scan and skips them in another): a stored
+        #: row's id and copy, or for a row only pending changes hold, a hash of its key and copy
+        self.ids: list[int] = []
         self.position = 0
 
     def Filter(self, indexnum: int, indexname: str, constraintargs: Sequence[Any]) -> None:
@@ -204,7 +209,8 @@ class Cursor:
             conditions.append(f"{quote(columns[int(column)].name)} {op} ?")
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         stored: list[Any] = conn.execute(
-            f"SELECT {view.table.select_columns} FROM {view.table.table}{where}", tuple(constraintargs)
+            f"SELECT {view.table.select_columns}, {quote(names.ROW_ID)} FROM {view.table.table}{where}",
+            tuple(constraintargs),
         ).fetchall()
         try:
             pending = pending_view_delta(conn, self.table.module.registry, view)
@@ -215,32 +221,31 @@ class Cursor:
             raise Error(view.stalled or f"materialized view {view.name} cannot be read: {describe(exc)}") from exc
         width = len(columns)
         rows: list[tuple[Any, ...]] = []
-        if not pending:
-            for row in stored:
-                rows.extend([row[:width]] * row[-1])
-        else:
-            changes = {key: (row_of(key), w) for key, w in pending.items()}
-            for row in stored:
-                values, key, weight = row[:width], row[width], row[-1]
-                change = changes.pop(key, None)
-                if change is not None:
-                    weight += change[1]
-                if weight > 0:
-                    rows.extend([values] * weight)
-            for values, weight in changes.values():
-                if weight > 0:
-                    rows.extend([values] * weight)
-        self.rows, self.position = rows, 0
+        ids: list[int] = []
+        changes = {key: (row_of(key), w) for key, w in pending.items()} if pending else {}
+        for row in stored:
+            values, key, weight, stored_id = row[:width], row[width], row[width + 1], row[width + 2]
+            change = changes.pop(key, None)
+            if change is not None:
+                weight += change[1]
+            if weight > 0:
+                rows.extend([values] * weight)
+                ids.extend(_stored_row_id(stored_id, key, copy) for copy in range(weight))
+        for key, (values, weight) in changes.items():
+            if weight > 0:
+                rows.extend([values] * weight)
+                ids.extend(_pending_row_id(key, copy) for copy in range(weight))
+        self.rows, self.ids, self.position = rows, ids, 0
 
     def Eof(self) -> bool:
         return self.position >= len(self.rows)
 
     def Rowid(self) -> int:
-        return self.position
+        return self.ids[self.position] if self.ids else self.position
 
     def Column(self, number: int) -> Any:
         if number == -1:
-            return self.position
+            return self.Rowid()
         value = self.rows[self.position][number]
         if type(value) is bytes and value in RESULT_ERRORS:
             raise Error(f"materialized view {self.table.name}: {RESULT_ERRORS[value]}")
@@ -250,7 +255,24 @@ class Cursor:
         self.position += 1
 
     def Close(self) -> None:
-        self.rows = []
+        self.rows, self.ids = [], []
+
+
+_COPY_BITS = 16  # copies of one stored row told apart in its rowid (beyond: by hash, as pending rows)
+
+
+def _stored_row_id(stored_id: int, key: bytes, copy: int) -> int:
+    """A stored row's rowid in the virtual table: its storage id and copy (non-negative)."""
+    if copy < 1 << _COPY_BITS and 0 <= stored_id < 1 << (62 - _COPY_BITS):
+        return (stored_id << _COPY_BITS) | copy
+    return _pending_row_id(key, copy)
+
+
+def _pending_row_id(key: bytes, copy: int) -> int:
+    """A row only pending changes hold: a negative id from its key and copy (stable across
+    Filters; 62 bits of hash)."""
+    digest = hashlib.blake2b(key + copy.to_bytes(8, "little"), digest_size=8).digest()
+    return -1 - (int.from_bytes(digest, "little") >> 2)
 
 
 class PendingTable(Table):

@@ -24,6 +24,9 @@ VIEWS = {
     "nulls": "SELECT group_concat(w ORDER BY v NULLS LAST, w COLLATE BINARY DESC NULLS FIRST) FROM t",
     "mixed": "SELECT g, group_concat(DISTINCT v) FILTER (WHERE id > 1), group_concat(v ORDER BY length(w) DESC), "
     "count(*) FROM t GROUP BY g",
+    # inside expressions and HAVING (a review finding: the separator and terms were read at the wrong offsets)
+    "in_expression": "SELECT g, 123456789, group_concat(v, '-' ORDER BY w) || '' AS c FROM t GROUP BY g "
+    "HAVING group_concat(v ORDER BY id) IS NOT NULL",
 }
 
 VALUES = [None, 1, 1.0, "a", "A", "b", "1", "x ", "x", b"\x01", 2.5]

@@ -32,6 +32,13 @@ VIEWS = {
     "then_inner": "SELECT b.y, c.z, e.w FROM a RIGHT JOIN b ON a.k = b.k JOIN c ON c.k = b.k "
     "LEFT JOIN e ON e.k = c.k WHERE b.y > 0",
     "without_rowid_root": "SELECT coalesce(a.x, 'none') AS x, e.w FROM a JOIN b ON a.k = b.k RIGHT JOIN e ON e.k = b.k",
+    # a later inner join that accepts the root's row only while the left side is NULL (review finding)
+    "is_after": "SELECT a.id AS ai, b.id AS bi, c.id AS ci FROM a RIGHT JOIN b ON a.k = b.k JOIN c ON c.z IS a.x",
+    "is_after_two": "SELECT a.id AS ai, c.id AS ci, e.k AS ek FROM a JOIN b ON a.k = b.k RIGHT JOIN c ON c.k = b.y "
+    "JOIN e ON e.w IS b.y",
+    # an outer join before the root: a change there reaches every root
+    "outer_before": "SELECT a.id AS ai, b.id AS bi, c.id AS ci FROM a LEFT JOIN b ON b.k = a.k "
+    "RIGHT JOIN c ON c.k IS b.y",
 }
 
 COLUMNS = {"a": "x", "b": "y", "c": "z"}

@@ -52,6 +52,12 @@ def from_prefix(template: Template, occurrence: int) -> Template:
     return (*template[: at + 1], literal[:cut])
 
 
+def _outer_joins(template: Template) -> int:
+    """How many LEFT, RIGHT or FULL joins a FROM clause template's text holds."""
+    literal = " ".join(template[0::2])
+    return sum(1 for token in tokenize(literal) if token.kind in (TokenType.LEFT, TokenType.RIGHT, TokenType.FULL))
+
+
 def true_old_source(terms: DeltaTerms, number: int, table: str) -> str:
     """X^old as a set of rows (not a Z-set: an outer join's padding needs real rows): the
     rows of X none of whose images the pending changes inserted, and the images they
@@ -205,12 +211,16 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
             reached.append(f"SELECT {key} FROM {delta[f'source{i}']} AS {root}")
             continue
         matched = f"{quote(plan.aliases[i])}.{quote(names.WEIGHT)} IS NOT NULL"  # ΔX joined this row
-        if plan.root:
-            # after a RIGHT JOIN the root comes late: the whole FROM with ΔX in X's place finds
-            # the roots ΔX's rows join (in the old state and the new)
+        if i < plan.root:
+            # X before the root's RIGHT JOIN: the joins up to the root (a later inner join may
+            # accept the root's row only while X did not match it, `JOIN c ON c.y IS x.y`), in the
+            # old state and the new; where X itself may be padded before the root (an outer join
+            # among the tables before it), a change of X reaches every root
+            upto_root = from_prefix(plan.from_template, plan.root)
+            if _outer_joins(upto_root) > 1:
+                return None, rows_everywhere, rows_everywhere
             for state in _states(new, old, changed, table, (table,)):
-                whole = render(plan.from_template, **{**state, **delta})
-                reached.append(f"SELECT {key} FROM {whole} WHERE {matched}")
+                reached.append(f"SELECT {key} FROM {render(upto_root, **{**state, **delta})} WHERE {matched}")
             continue
         if plan.inner_from and plan.reach_filter:
             # inner joins: a row of the view that ΔX changes has X's old or new row in it and

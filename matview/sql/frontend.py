@@ -252,8 +252,8 @@ def build_plan(
     group_terms: list[tuple[Token, ...]] = []
     for span in split_top_level(sql, clauses.group.tokens) if clauses.group else []:
         toks = _without_outer_parentheses(sql, span.tokens)
-        if len(toks) == 1 and toks[0].kind == TokenType.NUMBER and toks[0].text.isdigit():
-            position = int(toks[0].text)
+        position = _ordinal(sql, toks)
+        if position is not None:
             if not 1 <= position <= len(items):
                 raise Error(f"GROUP BY term {position} out of range")
             toks = items[position - 1].tokens
@@ -369,6 +369,33 @@ def _plain_column(builder: SelectList, tokens: tuple[Token, ...]) -> bool:
     if len(tokens) >= 3 and tokens[-2].kind == TokenType.COLLATE:
         tokens = tokens[:-2]
     return builder.column_of(tokens) is not None
+
+
+def _ordinal(sql: str, tokens: tuple[Token, ...]) -> int | None:
+    """The select item a GROUP BY term names by number, as SQLite reads it (through unary `+` and
+    parentheses: `+1`, `(1)`; a hex literal `0x1` too); None for an expression. A COLLATE on an
+    ordinal (item 1 under another collation) is refused."""
+    collated = len(tokens) >= 3 and tokens[-2].kind == TokenType.COLLATE
+    core = tokens[:-2] if collated else tokens
+    while core:
+        if core[0].kind == TokenType.PLUS:
+            core = core[1:]
+        elif core[0].kind == TokenType.L_PAREN and core[-1].kind == TokenType.R_PAREN:
+            core = core[1:-1]  # (`(1) + (2)` leaves no single token: an expression)
+        else:
+            break
+    if len(core) != 1:
+        return None
+    token, written = core[0], sql[core[0].start : core[0].end].lower()
+    if token.kind == TokenType.NUMBER and token.text.isdigit():
+        number = int(token.text)
+    elif token.kind == TokenType.HEX_STRING and written.startswith("0x"):
+        number = int(written, 16)
+    else:
+        return None
+    if collated:
+        raise UnsupportedQuery(f"GROUP BY {number} COLLATE …: a select item by number under another collation")
+    return number
 
 
 def _without_outer_parentheses(sql: str, tokens: tuple[Token, ...]) -> tuple[Token, ...]:

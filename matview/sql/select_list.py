@@ -261,20 +261,22 @@ class SelectList:
             self.bare_columns[len(self.aggs) - 1] = typed
         return self.agg_keys[key]
 
-    def _split_order_by(self, call: AggregateCall) -> tuple[list[Span], list[tuple[Token, ...]]]:
+    def _split_order_by(self, call: AggregateCall) -> tuple[list[Span], list[Span]]:
         """An aggregate call's arguments, and the terms of the ORDER BY written after the last
         (`group_concat(x, ';' ORDER BY a, b)`: the top-level commas also cut the terms apart)."""
         args = list(call.args)
         for position, arg in enumerate(args):
             at = next((i for i, t in enumerate(arg.tokens) if t.kind == TokenType.ORDER_BY), None)
             if at is not None:
-                terms = [arg.tokens[at + 1 :], *(a.tokens for a in args[position + 1 :])]
-                return [*args[:position], Span(self.sql, arg.tokens[:at])], terms
+                # (the call's text is the expression it stands in, not always the whole SELECT)
+                terms = [Span(arg.sql, arg.tokens[at + 1 :]), *args[position + 1 :]]
+                return [*args[:position], Span(arg.sql, arg.tokens[:at])], terms
         return args, []
 
-    def _order_term(self, tokens: tuple[Token, ...], where: str) -> tuple[int, bool, str, bool]:
+    def _order_term(self, term: Span, where: str) -> tuple[int, bool, str, bool]:
         """One ORDER BY term of an aggregate: (stage-1 index, descending, collation, NULLs
         first); NULLs come first ascending and last descending unless NULLS FIRST/LAST says."""
+        tokens = term.tokens
         words = [t.text.upper() for t in tokens]
         nulls_first: bool | None = None
         if len(words) > 2 and words[-2] == "NULLS" and words[-1] in ("FIRST", "LAST"):
@@ -285,7 +287,7 @@ class SelectList:
         if not tokens:
             raise UnsupportedQuery(f"ORDER BY inside {where}: an empty term")
         collation = check_collation(self.collation_of(tokens), f"ORDER BY inside {where}")
-        index = self.add_stage1(Span(self.sql, tokens).text)
+        index = self.add_stage1(Span(term.sql, tokens).text)
         return index, descending, collation, (not descending) if nulls_first is None else nulls_first
 
     def aggregate(self, call: AggregateCall, sql: str) -> int:
