@@ -339,8 +339,10 @@ def _own_nodes(registry: Registry, view: View) -> list[View]:
 
 
 def _shown(columns: tuple[OutputColumn, ...]) -> list[tuple[str, str, str]]:
-    """What readers of a view's columns see: names, affinities, collations."""
-    return [(c.name, affinity(c.decltype), c.collation) for c in columns]
+    """What readers of a view's columns see: names, affinities, collations. Names are folded: a
+    view made before names followed SQLite's spelling (`ACCT` for `L.ACCT` over `acct`) keeps its
+    names when rebuilt."""
+    return [(fold(c.name), affinity(c.decltype), c.collation) for c in columns]
 
 
 def rebuild_view(conn: apsw.Connection, registry: Registry, name: str, populate: Populate | None = None) -> None:

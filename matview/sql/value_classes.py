@@ -20,7 +20,7 @@ _FUNCTION_CLASSES = {
         ),
         "text",
     ),
-    **dict.fromkeys(("length", "octet_length", "instr", "unicode", "unixepoch", "sign"), "integer"),
+    **dict.fromkeys(("length", "octet_length", "instr", "unicode", "sign"), "integer"),  # (unixepoch: REAL with subsec)
     **dict.fromkeys(("julianday", "round"), "real"),
 }  # fmt: skip
 
