@@ -37,6 +37,7 @@ from matview.keys import row_of
 from matview.names import fold, is_node, quote
 from matview.operators.accumulators import RESULT_ERRORS, VARIANT_DEPENDENT, result_error_markers_sql
 from matview.plan import OutputColumn, Upstream
+from matview.sql.row_keys import keeps_a_key
 from matview.storage import catalog
 from matview.storage.catalog import ViewEntry
 from matview.storage.schema import Column, TableInfo, affinity, read_table
@@ -65,7 +66,9 @@ def upstream_info(conn: apsw.Connection, name: str) -> TableInfo | None:
     plan = entry.plan
     # an aggregate's rows are its groups': unique when every group key is an output column
     grouped = plan.kind == "aggregate" and all(("group", j) in plan.outputs for j in range(plan.group_count))
-    unique = grouped or plan.distinct or bool(plan.set_operation)
+    # (a select-project view keeping its one table's key: `SELECT * FROM orders WHERE …`)
+    keyed = plan.kind == "rows" and len(plan.sources) == 1 and not plan.upstreams and keeps_a_key(conn, entry.sql)
+    unique = grouped or plan.distinct or bool(plan.set_operation) or keyed
     return TableInfo(entry.name, columns, False, None, (), materialized=True, unique_rows=unique)
 
 

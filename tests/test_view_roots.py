@@ -124,3 +124,40 @@ def test_a_right_join_to_a_materialized_view_read_on_a_matview_connection(tmp_pa
             assert sorted(conn.execute(select).fetchall(), key=repr) == sorted(
                 sqlite3.connect(path).execute(derived).fetchall(), key=repr
             )
+
+
+def test_a_materialized_view_that_keeps_its_tables_key_never_repeats(tmp_path):
+    """`CREATE MATERIALIZED VIEW open_orders AS SELECT * FROM orders WHERE status = 'open'` keeps the
+    INTEGER PRIMARY KEY: its rows never repeat, so it may be read in subqueries and outer joins
+    (refused before as a view "whose rows may repeat"; `sql/row_keys.py`)."""
+    setup = [
+        "CREATE TABLE orders(id INTEGER PRIMARY KEY, customer_id INT, status TEXT, amount INT)",
+        "CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT)",
+        "CREATE MATERIALIZED VIEW open_orders AS SELECT * FROM orders WHERE status = 'open'",
+        "INSERT INTO customers VALUES (1, 'a'), (2, 'b')",
+        "INSERT INTO orders(customer_id, status, amount) VALUES (1, 'open', 3), (1, 'done', 4), (2, 'open', 5)",
+    ]
+    views = {
+        "exists": "SELECT c.id FROM customers c WHERE EXISTS (SELECT 1 FROM open_orders o WHERE o.customer_id = c.id)",
+        "left_join": "SELECT c.id, count(o.id) FROM customers c LEFT JOIN open_orders o ON o.customer_id = c.id "
+        "GROUP BY c.id",
+        "as_root": "SELECT o.id, c.name FROM open_orders o LEFT JOIN customers c ON c.id = o.customer_id",
+        "scalar": "SELECT c.id, (SELECT sum(amount) FROM open_orders o WHERE o.customer_id = c.id) FROM customers c",
+    }
+
+    def write(conn, rng: random.Random) -> None:
+        action = rng.random()
+        if action < 0.4:
+            values = (rng.randint(1, 4), rng.choice(["open", "done"]), rng.randint(1, 9))
+            conn.execute("INSERT INTO orders(customer_id, status, amount) VALUES (?, ?, ?)", values)
+        elif action < 0.6:
+            conn.execute(
+                "UPDATE orders SET status = ? WHERE id = (SELECT id FROM orders ORDER BY random() LIMIT 1)",
+                (rng.choice(["open", "done"]),),
+            )
+        elif action < 0.75:
+            conn.execute("DELETE FROM orders WHERE id = (SELECT id FROM orders ORDER BY random() LIMIT 1)")
+        else:
+            conn.execute("INSERT OR REPLACE INTO customers VALUES (?, 'n')", (rng.randint(1, 5),))
+
+    check_write_mix(tmp_path, setup, views, write, seed=9, steps=12)

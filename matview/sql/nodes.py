@@ -30,6 +30,7 @@ from matview.sql.compound import one_operation
 from matview.sql.from_items import OUTER_WORDS, Cte, FromItem, is_from_item, read_from_items, read_with, view_parts
 from matview.sql.grouped_subqueries import rewrite_grouped_subqueries
 from matview.sql.inline import plain_view_sql
+from matview.sql.row_keys import keeps_a_key
 from matview.sql.sqltext import (
     Clauses,
     Token,
@@ -46,7 +47,7 @@ from matview.sql.sqltext import (
     tokenize,
 )
 from matview.sql.validate import probe_columns
-from matview.storage.schema import read_table, unique_key_columns, view_sql
+from matview.storage.schema import view_sql
 
 
 @dataclass(frozen=True)
@@ -335,7 +336,7 @@ def _from_nodes(
             left_joins_only
             and any(t.kind == TokenType.LEFT for t in item.joined_by)
             and not (distinct or aggregates or subquery or compound)
-            and _keeps_a_key(conn, inner)
+            and keeps_a_key(conn, inner)
         )
         if not (distinct or subquery or compound or keyed or nested or inside_outer or (aggregates and again)):
             continue
@@ -502,40 +503,6 @@ def _derived_select(conn: apsw.Connection, item: FromItem, prefix: str, ctes: di
     if text is None:
         return None
     return view_parts(text)[2], f"SELECT * FROM main.{quote(item.name)}"
-
-
-def _keeps_a_key(conn: apsw.Connection, select: str) -> bool:
-    """Whether a select-project-join SELECT reads one base table and keeps its key among its
-    columns (`*`, or its INTEGER PRIMARY KEY, or every column of a NOT NULL primary key, as plain
-    columns): no two of its rows are equal."""
-    tokens = tokenize(select)
-    if not tokens or tokens[0].kind != TokenType.SELECT:
-        return False
-    clauses = split_clauses(select, tokens)
-    if not clauses.from_ or clauses.group or clauses.having:
-        return False
-    items = read_from_items(select, list(clauses.from_.tokens), check=False)
-    if len(items) != 1 or items[0].body is not None or items[0].name is None:
-        return False
-    try:
-        table = read_table(conn, items[0].name)
-    except Error:
-        return False  # (a view, a CTE or no such table: not this rule's)
-    key = unique_key_columns(conn, table)
-    if key is None:
-        return False
-    alias = fold(items[0].alias)
-    kept: set[str] = set()
-    for item in split_top_level(select, clauses.select.tokens):
-        toks = item.tokens
-        if len(toks) == 1 and toks[0].kind == TokenType.STAR:
-            return True
-        if len(toks) == 3 and toks[2].kind == TokenType.STAR and fold(toks[0].text) == alias:
-            return True
-        plain = len(toks) == 1 or (len(toks) == 3 and toks[1].kind == TokenType.DOT and fold(toks[0].text) == alias)
-        if plain and toks[-1].is_name and toks[-1].kind != TokenType.STRING:
-            kept.add(fold(toks[-1].text))
-    return key <= kept
 
 
 def _shape(select: str) -> tuple[bool, bool]:
