@@ -29,6 +29,12 @@ VIEWS = {
     "GROUP BY c.city",
     "left_joined": "WITH t AS (SELECT cid, count(*) AS n FROM o GROUP BY cid), r AS (SELECT cid, n FROM t WHERE n > 1) "
     "SELECT c.id, coalesce(r.n, 0) AS n FROM c LEFT JOIN r ON r.cid = c.id",
+    # an aggregating CTE joined inside a later CTE, which is read alone (refused before)
+    "joined_inside": "WITH t AS (SELECT cid, sum(amount) AS s FROM o GROUP BY cid), "
+    "b AS (SELECT c.name, t.s FROM t JOIN c ON c.id = t.cid) SELECT * FROM b WHERE s > 10",
+    "joined_inside_regrouped": "WITH t AS (SELECT cid, count(*) AS n FROM o GROUP BY cid), "
+    "b AS (SELECT c.city, t.n FROM t JOIN c ON c.id = t.cid), e AS (SELECT city, n * 2 AS n2 FROM b) "
+    "SELECT city, sum(n2) FROM e GROUP BY city",
 }
 
 

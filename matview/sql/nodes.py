@@ -321,7 +321,9 @@ def _from_nodes(
         # t grouped) is that aggregate with a larger HAVING once inlined — state of its own too;
         # an aggregating one is an aggregate of an aggregate, which no inlining merges
         over_aggregate = _reads_aggregating_cte(inner, ctes)
-        nested = aggregates and over_aggregate
+        # (an aggregating CTE joined inside it, `b AS (SELECT … FROM a JOIN d …)` over a grouped a,
+        # is an aggregate joined again there: no inlining merges it, so it is a node of its own)
+        nested = (aggregates or _joins(inner)) and over_aggregate
         aggregates = aggregates or (not distinct and over_aggregate)
         # a subquery in it: the inline pass cannot flatten it (its names would move scope)
         subquery = _has_expression_subquery(inner) and not (prefix and inner.lstrip()[:4].upper() == "WITH")
@@ -447,6 +449,15 @@ def _reads_aggregating_cte(select: str, ctes: dict[str, Cte], depth: int = 0) ->
         if cte is not None and (any(_shape(cte.body)) or _reads_aggregating_cte(cte.body, cte.scope, depth + 1)):
             return True
     return False
+
+
+def _joins(select: str) -> bool:
+    """Whether a SELECT's own FROM clause has several items."""
+    tokens = tokenize(select)
+    if not tokens or tokens[0].kind != TokenType.SELECT or set_operators(tokens):
+        return False
+    clauses = split_clauses(select, tokens)
+    return bool(clauses.from_) and len(read_from_items(select, list(clauses.from_.tokens), check=False)) > 1
 
 
 def _has_outer_join(select: str) -> bool:
