@@ -101,3 +101,39 @@ def test_plain_views_with_a_subquery_or_distinct_read_by_a_view(tmp_path):
     conn.execute("CREATE VIEW post_stats AS SELECT id, user_id, 0 AS n_comments FROM posts")
     with pytest.raises(matview.Error, match="post_stats it reads was redefined"):
         conn.execute("SELECT * FROM per_user_imm").fetchall()
+
+
+def test_a_plain_view_joining_an_aggregating_view(tmp_path):
+    """`CREATE VIEW big AS SELECT c.name, s.total FROM customers c JOIN spend s …` over an
+    aggregating view `spend`, read by a view: big is a node over its body, where spend is a node
+    joined again (refused before: "view spend with GROUP BY … joined")."""
+    setup = [
+        "CREATE TABLE orders(id INTEGER PRIMARY KEY, customer_id INT, amount INT)",
+        "CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT)",
+        "CREATE VIEW spend AS SELECT customer_id, sum(amount) AS total FROM orders GROUP BY customer_id",
+        "CREATE VIEW big AS SELECT c.name, s.total FROM customers c JOIN spend s ON s.customer_id = c.id "
+        "WHERE s.total > 10",
+        "INSERT INTO customers VALUES (1, 'x'), (2, 'y')",
+        "INSERT INTO orders(customer_id, amount) VALUES (1, 9), (1, 5), (2, 3)",
+    ]
+    views = {
+        "star": "SELECT * FROM big",
+        "filtered": "SELECT name FROM big WHERE total > 20",
+        "counted": "SELECT count(*), sum(total) FROM big",
+    }
+
+    def write(conn, rng: random.Random) -> None:
+        action = rng.random()
+        if action < 0.5:
+            values = (rng.randint(1, 4), rng.randint(1, 9))
+            conn.execute("INSERT INTO orders(customer_id, amount) VALUES (?, ?)", values)
+        elif action < 0.7:
+            conn.execute("DELETE FROM orders WHERE id = (SELECT id FROM orders ORDER BY random() LIMIT 1)")
+        else:
+            conn.execute("INSERT OR REPLACE INTO customers VALUES (?, ?)", (rng.randint(1, 4), rng.choice("xyz")))
+
+    conn, _live = check_write_mix(tmp_path, setup, views, write, seed=6, steps=10)
+    conn.execute("DROP VIEW spend")
+    conn.execute("CREATE VIEW spend AS SELECT customer_id, count(*) AS total FROM orders GROUP BY customer_id")
+    with pytest.raises(matview.Error, match="spend it reads was redefined"):
+        conn.execute("SELECT * FROM star_imm").fetchall()

@@ -300,7 +300,7 @@ def _from_nodes(
     if not clauses.from_:
         return body
     items = read_from_items(body, list(clauses.from_.tokens), check=False)
-    if len(items) == 1 and _reads_alone(clauses) and not _plain_view_with_outer_join(conn, items[0], ctes):
+    if len(items) == 1 and _reads_alone(clauses) and not _plain_view_needs_a_node(conn, items[0], ctes):
         return body  # `SELECT * FROM d`: a node would be the view itself
     # an outer join: its derived tables that need state become nodes (the view is then
     # maintained per row of its first table, `partition`); the inline pass refuses the others
@@ -320,7 +320,7 @@ def _from_nodes(
         # over an aggregating CTE: a select-project-join one (`r AS (SELECT … FROM t WHERE s > 10)`,
         # t grouped) is that aggregate with a larger HAVING once inlined — state of its own too;
         # an aggregating one is an aggregate of an aggregate, which no inlining merges
-        over_aggregate = _reads_aggregating_cte(inner, ctes)
+        over_aggregate = _reads_aggregating_cte(inner, ctes, conn=conn)
         # (an aggregating CTE joined inside it, `b AS (SELECT … FROM a JOIN d …)` over a grouped a,
         # is an aggregate joined again there: no inlining merges it, so it is a node of its own)
         nested = (aggregates or _joins(inner)) and over_aggregate
@@ -365,8 +365,8 @@ def _from_nodes(
                 node_sql, views = plain
             else:
                 continue
-        elif inside_outer and plain is not None:
-            node_sql, views = plain
+        elif (inside_outer or nested) and plain is not None:
+            node_sql, views = plain  # (its body: reading it by name, the inline pass would meet the join again)
         node = _node(nodes, owner, node_sql)
         if views:
             node = nodes[node_sql] = replace(node, views=views)
@@ -435,9 +435,11 @@ def _is_compound(select: str) -> bool:
     return bool(set_operators(tokens))
 
 
-def _reads_aggregating_cte(select: str, ctes: dict[str, Cte], depth: int = 0) -> bool:
+def _reads_aggregating_cte(
+    select: str, ctes: dict[str, Cte], depth: int = 0, conn: apsw.Connection | None = None
+) -> bool:
     """Whether a SELECT reads, directly or through select-project-join CTEs, a CTE that
-    aggregates or is DISTINCT."""
+    aggregates or is DISTINCT (with `conn`: or such a plain view)."""
     tokens = tokenize(select)
     if depth > 32 or not tokens or tokens[0].kind != TokenType.SELECT or set_operators(tokens):
         return False
@@ -446,7 +448,10 @@ def _reads_aggregating_cte(select: str, ctes: dict[str, Cte], depth: int = 0) ->
         return False
     for item in read_from_items(select, list(clauses.from_.tokens), check=False):
         cte = ctes.get(fold(item.name or "")) if item.body is None and not item.schema else None
-        if cte is not None and (any(_shape(cte.body)) or _reads_aggregating_cte(cte.body, cte.scope, depth + 1)):
+        if cte is not None and (any(_shape(cte.body)) or _reads_aggregating_cte(cte.body, cte.scope, depth + 1, conn)):
+            return True
+        plain = _plain_view_body(conn, item, ctes) if conn is not None and cte is None else None
+        if plain is not None and (any(_shape(plain[0])) or _reads_aggregating_cte(plain[0], {}, depth + 1, conn)):
             return True
     return False
 
@@ -490,11 +495,14 @@ def _plain_view_body(
     return view_parts(text)[2], ((item.name, text),)
 
 
-def _plain_view_with_outer_join(conn: apsw.Connection, item: FromItem, ctes: dict[str, Cte]) -> bool:
-    """A plain view (not a CTE of that name) whose body has an outer join: `SELECT * FROM` it
-    needs a node (the inline pass cannot flatten it)."""
+def _plain_view_needs_a_node(conn: apsw.Connection, item: FromItem, ctes: dict[str, Cte]) -> bool:
+    """A plain view (not a CTE of that name) whose body has an outer join, or joins an
+    aggregating view or CTE: `SELECT * FROM` it needs a node (the inline pass cannot flatten it)."""
     plain = _plain_view_body(conn, item, ctes)
-    return plain is not None and _has_outer_join(plain[0])
+    if plain is None:
+        return False
+    body = plain[0]
+    return _has_outer_join(body) or (_joins(body) and _reads_aggregating_cte(body, {}, conn=conn))
 
 
 def _reads_alone(clauses: Clauses) -> bool:
