@@ -137,3 +137,28 @@ def test_a_plain_view_joining_an_aggregating_view(tmp_path):
     conn.execute("CREATE VIEW spend AS SELECT customer_id, count(*) AS total FROM orders GROUP BY customer_id")
     with pytest.raises(matview.Error, match="spend it reads was redefined"):
         conn.execute("SELECT * FROM star_imm").fetchall()
+
+
+def test_a_plain_view_with_a_column_list_and_an_outer_join(tmp_path):
+    """`CREATE VIEW csl(k, nm, cnt) AS … LEFT JOIN … GROUP BY …`: the node renames the body's
+    columns as the list does (a review found CREATE recursing here)."""
+    setup = [
+        "CREATE TABLE c(id INTEGER PRIMARY KEY, name TEXT)",
+        "CREATE TABLE o(id INTEGER PRIMARY KEY, cid INTEGER)",
+        "CREATE VIEW csl(k, nm, cnt) AS SELECT c.id, c.name, count(o.id) FROM c LEFT JOIN o ON o.cid = c.id "
+        "GROUP BY c.id",
+        "INSERT INTO c(name) VALUES ('a'), ('b')",
+        "INSERT INTO o(cid) VALUES (1), (1)",
+    ]
+    views = {"one": "SELECT k FROM csl", "star": "SELECT * FROM csl", "filtered": "SELECT * FROM csl WHERE cnt > 1"}
+
+    def write(conn, rng: random.Random) -> None:
+        action = rng.random()
+        if action < 0.4:
+            conn.execute("INSERT INTO c(name) VALUES ('n')")
+        elif action < 0.8:
+            conn.execute("INSERT INTO o(cid) VALUES (?)", (rng.randint(1, 6),))
+        else:
+            conn.execute("DELETE FROM o WHERE id = (SELECT max(id) FROM o)")
+
+    check_write_mix(tmp_path, setup, views, write, seed=1, steps=10)

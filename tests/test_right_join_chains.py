@@ -111,3 +111,39 @@ def test_over_a_materialized_view_and_an_aggregating_subquery(tmp_path):
             conn.execute(f"DELETE FROM {table} WHERE id = (SELECT id FROM {table} ORDER BY random() LIMIT 1)")
 
     check_write_mix(tmp_path, setup, views, write, seed=2, steps=10)
+
+
+def test_the_same_table_twice_before_the_root(tmp_path):
+    """A deleted row joined to itself before the root is found only in the old state (a review
+    finding: `a a1 JOIN a a3 ON a3.id = a1.id RIGHT JOIN c …` kept the deleted pair's rows)."""
+    setup = [
+        "CREATE TABLE a(id INTEGER PRIMARY KEY, k, x)",
+        "CREATE TABLE c(id INTEGER PRIMARY KEY, k, z)",
+        "CREATE TABLE w(k INT, j INT, v, PRIMARY KEY (k, j)) WITHOUT ROWID",
+        "INSERT INTO a(k, x) VALUES (1, 2), (2, 1)",
+        "INSERT INTO c(k, z) VALUES (1, 1), (2, 1)",
+    ]
+    views = {
+        "same_row": "SELECT a1.id AS i1, a3.id AS i3, c.id AS ci FROM a a1 JOIN a a3 ON a3.id = a1.id "
+        "RIGHT JOIN c ON c.k = a1.k",
+        "other_row": "SELECT a1.id AS i1, a3.x, c.id AS ci FROM a a1 JOIN a a3 ON a3.k = a1.x "
+        "RIGHT JOIN c ON c.k = a3.k",
+        "without_rowid": "SELECT w1.v AS v1, w2.v AS v2, c.id AS ci FROM w w1 JOIN w w2 ON w2.k = w1.j "
+        "RIGHT JOIN c ON c.k = w1.k",
+    }
+
+    def write(conn, rng: random.Random) -> None:
+        action = rng.random()
+        if action < 0.35:
+            conn.execute("INSERT INTO a(k, x) VALUES (?, ?)", (rng.randint(1, 4), rng.randint(1, 4)))
+        elif action < 0.55:
+            conn.execute("DELETE FROM a WHERE id IN (SELECT id FROM a ORDER BY random() LIMIT 2)")
+        elif action < 0.7:
+            values = (rng.randint(1, 4), rng.randint(1, 4), rng.randint(0, 9))
+            conn.execute("INSERT OR REPLACE INTO w VALUES (?, ?, ?)", values)
+        elif action < 0.8:
+            conn.execute("DELETE FROM w WHERE (k, j) = (SELECT k, j FROM w ORDER BY random() LIMIT 1)")
+        else:
+            conn.execute("INSERT INTO c(k, z) VALUES (?, 1)", (rng.randint(1, 4),))
+
+    check_write_mix(tmp_path, setup, views, write, seed=7, steps=12)

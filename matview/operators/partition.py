@@ -219,7 +219,9 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
             upto_root = from_prefix(plan.from_template, plan.root)
             if _outer_joins(upto_root) > 1:
                 return None, rows_everywhere, rows_everywhere
-            for state in _states(new, old, changed, table, (table,)):
+            # (the old state too where the table is read again before the root: a deleted row
+            # joined to itself is found only there)
+            for state in _states(new, old, changed, table, plan.sources[: plan.root + 1]):
                 reached.append(f"SELECT {key} FROM {render(upto_root, **{**state, **delta})} WHERE {matched}")
             continue
         if plan.inner_from and plan.reach_filter:

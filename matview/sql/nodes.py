@@ -484,24 +484,33 @@ def _plain_view_body(
     conn: apsw.Connection, item: FromItem, ctes: dict[str, Cte]
 ) -> tuple[str, tuple[tuple[str, str]]] | None:
     """A plain view's body as a node's SQL, and the view (name, CREATE VIEW text) the reading view
-    records so that it breaks when the view is redefined (`Node.views`); None for anything else,
-    or a view with a column list (read by name: its columns are renamed). The body never sees the
-    query's CTEs (a view reads the file's tables)."""
+    records so that it breaks when the view is redefined (`Node.views`); None for anything else.
+    A column list renames the body's columns (`SELECT a AS k, … FROM (body)`). The body never sees
+    the query's CTEs (a view reads the file's tables)."""
     if item.body is not None or item.name is None or (not item.schema and fold(item.name) in ctes):
         return None
     text = plain_view_sql(conn, item.name)  # (not a materialized view's readable one)
-    if text is None or view_parts(text)[1] is not None:
+    if text is None:
         return None
-    return view_parts(text)[2], ((item.name, text),)
+    _name, columns, body = view_parts(text)
+    if columns is None:
+        return body, ((item.name, text),)
+    try:
+        inner = probe_columns(conn, body)[0]
+    except Error:
+        return None
+    if len(inner) != len(columns) or len({fold(n) for n in inner}) != len(inner):
+        return None  # (SQLite's own error, or names the renaming could not tell apart)
+    renamed = ", ".join(f"{quote(a)} AS {quote(b)}" for a, b in zip(inner, columns, strict=True))
+    return f"SELECT {renamed} FROM (\n{body}\n)", ((item.name, text),)
 
 
 def _plain_view_needs_a_node(conn: apsw.Connection, item: FromItem, ctes: dict[str, Cte]) -> bool:
     """A plain view (not a CTE of that name) whose body has an outer join, or joins an
     aggregating view or CTE: `SELECT * FROM` it needs a node (the inline pass cannot flatten it)."""
-    plain = _plain_view_body(conn, item, ctes)
-    if plain is None:
+    if _plain_view_body(conn, item, ctes) is None:
         return False
-    body = plain[0]
+    body = view_parts(plain_view_sql(conn, item.name or "") or "")[2]  # (as written: before any renaming)
     return _has_outer_join(body) or (_joins(body) and _reads_aggregating_cte(body, {}, conn=conn))
 
 
