@@ -160,8 +160,9 @@ def _recomputed_after(conn: apsw.Connection, view: View, exc: Exception) -> tupl
     error: an expression that raises (malformed JSON, integer overflow) on a row that a later
     change of the same pending range removed makes SQLite's SELECT of now succeed, so the view
     must fold; recomputed from the tables as they stand, it does (applied, with its state).
-    None when that raises too (the SELECT itself would): the view stalls."""
-    if not isinstance(exc, apsw.Error):
+    None when that raises too (the SELECT itself would): the view stalls. Text that is not UTF-8
+    (`CAST(x'ff' AS TEXT)`, which Python cannot decode) is such a row too."""
+    if not isinstance(exc, (apsw.Error, UnicodeDecodeError)):
         return None
     store = StateStore(conn, view.name, writable=True)
     try:

@@ -842,13 +842,13 @@ def test_f4_int64_min_deleted_in_a_bulk_fold(tmp_path):
     )
 
 
-@pytest.mark.xfail(reason="F5: text that is not UTF-8 makes the fold raise UnicodeDecodeError", strict=False)
 def test_f5_invalid_utf8_never_blocks_writes(tmp_path):
     """SQLite stores any bytes as TEXT (CAST(x'ff' AS TEXT)), and GROUP_CONCAT casts a blob
     to TEXT. The fold decodes it in Python and raises UnicodeDecodeError: the base write fails
     (immediate), and once another client wrote such a row every later write through matview,
     to any table, fails. Reading the view may raise (SQLite's own SELECT raises through apsw
-    too), but writes must not."""
+    too), but writes must not. (Fixed: the view stalls, and folds again — recomputed — once the
+    row is gone.)"""
     for mode in ("immediate", "deferred"):
         path = str(tmp_path / f"{mode}.sqlite")
         conn = matview.connect(path)
