@@ -27,9 +27,20 @@ from sqlglot.tokens import TokenType
 from matview.errors import Error
 from matview.names import NODE_PREFIX, fold, quote
 from matview.sql.compound import one_operation
-from matview.sql.from_items import OUTER_WORDS, Cte, FromItem, is_from_item, read_from_items, read_with, view_parts
+from matview.sql.derived_shapes import (
+    derived_select,
+    has_expression_subquery,
+    has_outer_join,
+    is_compound,
+    joins,
+    plain_view_body,
+    plain_view_needs_a_node,
+    reads_aggregating_cte,
+    shape,
+    union_all_only,
+)
+from matview.sql.from_items import OUTER_WORDS, Cte, read_from_items, read_with
 from matview.sql.grouped_subqueries import rewrite_grouped_subqueries
-from matview.sql.inline import plain_view_sql
 from matview.sql.row_keys import keeps_a_key
 from matview.sql.sqltext import (
     Clauses,
@@ -47,7 +58,6 @@ from matview.sql.sqltext import (
     tokenize,
 )
 from matview.sql.validate import probe_columns
-from matview.storage.schema import view_sql
 
 
 @dataclass(frozen=True)
@@ -114,7 +124,7 @@ def _star_over_derived(body: str, tokens: list[Token], prefix: str, ctes: dict[s
     if inner is None and item.name is not None and not item.schema:
         cte = ctes.get(fold(item.name))
         inner = cte.body if cte is not None and cte.columns is None else None
-    if inner is None or not (_is_compound(inner) or any(_shape(inner)) or _reads_aggregating_cte(inner, ctes)):
+    if inner is None or not (is_compound(inner) or any(shape(inner)) or reads_aggregating_cte(inner, ctes)):
         return None
     if prefix and tokenize(inner)[0].kind == TokenType.WITH:
         return None  # (two WITH lists)
@@ -186,7 +196,7 @@ def _last_run(tokens: list[Token], operators: list[int]) -> int:
 def _needs_node(text: str, tokens: list[Token]) -> bool:
     """Whether an arm of a set operation is more than a select-project-join of tables."""
     depths = depth_walk(tokens)
-    distinct, aggregates = _shape(text)
+    distinct, aggregates = shape(text)
     outer = any(d == 0 and t.kind in OUTER_WORDS for t, d in zip(tokens, depths))
     opens = (TokenType.SELECT, TokenType.WITH)
     nested = any(t.kind == TokenType.L_PAREN and n.kind in opens for t, n in itertools.pairwise(tokens))
@@ -216,12 +226,12 @@ def _in_nodes(conn: apsw.Connection, body: str, prefix: str, owner: str, nodes: 
         close = matching_paren(tokens, index + 1)
         inner = body[first.start : tokens[close - 1].end]
         index = close + 1
-        distinct, aggregates = _shape(inner)
+        distinct, aggregates = shape(inner)
         if _collates_its_columns(inner):
             continue  # (read from a node, an explicit COLLATE would become the column's implicit one)
         # (a UNION ALL alone is left to `subqueries`, which reads it as it is: only the
         # deduplicating set operations keep state)
-        deduplicates = _is_compound(inner) and not _union_all_only(inner)
+        deduplicates = is_compound(inner) and not union_all_only(inner)
         columns = _self_contained(conn, prefix + inner) if distinct or aggregates or deduplicates else None
         if not columns:
             continue
@@ -300,7 +310,7 @@ def _from_nodes(
     if not clauses.from_:
         return body
     items = read_from_items(body, list(clauses.from_.tokens), check=False)
-    if len(items) == 1 and _reads_alone(clauses) and not _plain_view_needs_a_node(conn, items[0], ctes):
+    if len(items) == 1 and _reads_alone(clauses) and not plain_view_needs_a_node(conn, items[0], ctes):
         return body  # `SELECT * FROM d`: a node would be the view itself
     # an outer join: its derived tables that need state become nodes (the view is then
     # maintained per row of its first table, `partition`); the inline pass refuses the others
@@ -309,31 +319,31 @@ def _from_nodes(
     outer_aggregates = is_aggregating(body, clauses)
     # an outer query with a subquery is maintained per row of its first table (`subqueries`):
     # merged into one aggregate, its WHERE would become a HAVING with a subquery
-    outer_subquery = _has_expression_subquery(body)
+    outer_subquery = has_expression_subquery(body)
     rewritten = body
     for item in sorted(items, key=lambda i: -i.reference_span[0]):  # from the end: offsets stay valid
-        found = _derived_select(conn, item, prefix, ctes)
+        found = derived_select(conn, item, prefix, ctes)
         if found is None:
             continue
         inner, node_sql = found
-        distinct, aggregates = _shape(inner)
+        distinct, aggregates = shape(inner)
         # over an aggregating CTE: a select-project-join one (`r AS (SELECT … FROM t WHERE s > 10)`,
         # t grouped) is that aggregate with a larger HAVING once inlined — state of its own too;
         # an aggregating one is an aggregate of an aggregate, which no inlining merges
-        over_aggregate = _reads_aggregating_cte(inner, ctes, conn=conn)
+        over_aggregate = reads_aggregating_cte(inner, ctes, conn=conn)
         # (an aggregating CTE joined inside it, `b AS (SELECT … FROM a JOIN d …)` over a grouped a,
         # is an aggregate joined again there: no inlining merges it, so it is a node of its own)
-        nested = (aggregates or _joins(inner)) and over_aggregate
+        nested = (aggregates or joins(inner)) and over_aggregate
         aggregates = aggregates or (not distinct and over_aggregate)
         # a subquery in it: the inline pass cannot flatten it (its names would move scope)
-        subquery = _has_expression_subquery(inner) and not (prefix and inner.lstrip()[:4].upper() == "WITH")
-        compound = _is_compound(inner)
+        subquery = has_expression_subquery(inner) and not (prefix and inner.lstrip()[:4].upper() == "WITH")
+        compound = is_compound(inner)
         again = len(items) > 1 or outer_aggregates or outer_subquery  # joined, aggregated or filtered again
         # an outer join inside: the inline pass cannot flatten it (it joins by WHERE), so it is a
         # node (over its own FROM clause, as a view's top level; a plain view's body as written)
-        plain = _plain_view_body(conn, item, ctes)
+        plain = plain_view_body(conn, item, ctes)
         derived = item.body is not None or plain is not None or (not item.schema and fold(item.name or "") in ctes)
-        inside_outer = derived and _has_outer_join(inner)  # (a materialized view is read as a source)
+        inside_outer = derived and has_outer_join(inner)  # (a materialized view is read as a source)
         keyed = (
             left_joins_only
             and any(t.kind == TokenType.LEFT for t in item.joined_by)
@@ -408,145 +418,9 @@ def _subquery_node_reads(body: str, cte_nodes: dict[str, str]) -> str:
     return splice(body, edits)
 
 
-def _has_expression_subquery(select: str) -> bool:
-    """Whether a SELECT has a subquery outside its FROM clause's derived tables (IN, EXISTS,
-    a scalar subquery) at any depth."""
-    tokens = tokenize(select)
-    if tokens and tokens[0].kind == TokenType.WITH:
-        ctes, main = read_with(select, tokens, {})
-        return any(_has_expression_subquery(c.body) for c in ctes.values()) or _has_expression_subquery(main)
-    return any(
-        t.kind == TokenType.L_PAREN and n.kind == TokenType.SELECT and not is_from_item(tokens, i)
-        for i, (t, n) in enumerate(itertools.pairwise(tokens))
-    )
-
-
-def _union_all_only(select: str) -> bool:
-    """Whether every set operation at the top of a SELECT is UNION ALL."""
-    tokens = tokenize(select)
-    return all(kind == "UNION ALL" for kind in set_operator_kinds(tokens, set_operators(tokens)))
-
-
-def _is_compound(select: str) -> bool:
-    """Whether a SELECT (after its WITH list) is a set operation."""
-    tokens = tokenize(select)
-    if tokens and tokens[0].kind == TokenType.WITH:
-        tokens = tokenize(read_with(select, tokens, {})[1])
-    return bool(set_operators(tokens))
-
-
-def _reads_aggregating_cte(
-    select: str, ctes: dict[str, Cte], depth: int = 0, conn: apsw.Connection | None = None
-) -> bool:
-    """Whether a SELECT reads, directly or through select-project-join CTEs, a CTE that
-    aggregates or is DISTINCT (with `conn`: or such a plain view)."""
-    tokens = tokenize(select)
-    if depth > 32 or not tokens or tokens[0].kind != TokenType.SELECT or set_operators(tokens):
-        return False
-    clauses = split_clauses(select, tokens)
-    if not clauses.from_:
-        return False
-    for item in read_from_items(select, list(clauses.from_.tokens), check=False):
-        cte = ctes.get(fold(item.name or "")) if item.body is None and not item.schema else None
-        if cte is not None and (any(_shape(cte.body)) or _reads_aggregating_cte(cte.body, cte.scope, depth + 1, conn)):
-            return True
-        plain = _plain_view_body(conn, item, ctes) if conn is not None and cte is None else None
-        if plain is not None and (any(_shape(plain[0])) or _reads_aggregating_cte(plain[0], {}, depth + 1, conn)):
-            return True
-    return False
-
-
-def _joins(select: str) -> bool:
-    """Whether a SELECT's own FROM clause has several items."""
-    tokens = tokenize(select)
-    if not tokens or tokens[0].kind != TokenType.SELECT or set_operators(tokens):
-        return False
-    clauses = split_clauses(select, tokens)
-    return bool(clauses.from_) and len(read_from_items(select, list(clauses.from_.tokens), check=False)) > 1
-
-
-def _has_outer_join(select: str) -> bool:
-    """Whether a SELECT's own FROM clause has a LEFT, RIGHT or FULL JOIN."""
-    tokens = tokenize(select)
-    if tokens and tokens[0].kind == TokenType.WITH:
-        select = read_with(select, tokens, {})[1]
-        tokens = tokenize(select)
-    if not tokens or tokens[0].kind != TokenType.SELECT or set_operators(tokens):
-        return False
-    clauses = split_clauses(select, tokens)
-    if not clauses.from_:
-        return False
-    items = read_from_items(select, list(clauses.from_.tokens), check=False)
-    return any(t.kind in OUTER_WORDS for item in items for t in item.joined_by)
-
-
-def _plain_view_body(
-    conn: apsw.Connection, item: FromItem, ctes: dict[str, Cte]
-) -> tuple[str, tuple[tuple[str, str]]] | None:
-    """A plain view's body as a node's SQL, and the view (name, CREATE VIEW text) the reading view
-    records so that it breaks when the view is redefined (`Node.views`); None for anything else.
-    A column list renames the body's columns (`SELECT a AS k, … FROM (body)`). The body never sees
-    the query's CTEs (a view reads the file's tables)."""
-    if item.body is not None or item.name is None or (not item.schema and fold(item.name) in ctes):
-        return None
-    text = plain_view_sql(conn, item.name)  # (not a materialized view's readable one)
-    if text is None:
-        return None
-    _name, columns, body = view_parts(text)
-    if columns is None:
-        return body, ((item.name, text),)
-    try:
-        inner = probe_columns(conn, body)[0]
-    except Error:
-        return None
-    if len(inner) != len(columns) or len({fold(n) for n in inner}) != len(inner):
-        return None  # (SQLite's own error, or names the renaming could not tell apart)
-    renamed = ", ".join(f"{quote(a)} AS {quote(b)}" for a, b in zip(inner, columns, strict=True))
-    return f"SELECT {renamed} FROM (\n{body}\n)", ((item.name, text),)
-
-
-def _plain_view_needs_a_node(conn: apsw.Connection, item: FromItem, ctes: dict[str, Cte]) -> bool:
-    """A plain view (not a CTE of that name) whose body has an outer join, or joins an
-    aggregating view or CTE: `SELECT * FROM` it needs a node (the inline pass cannot flatten it)."""
-    if _plain_view_body(conn, item, ctes) is None:
-        return False
-    body = view_parts(plain_view_sql(conn, item.name or "") or "")[2]  # (as written: before any renaming)
-    return _has_outer_join(body) or (_joins(body) and _reads_aggregating_cte(body, {}, conn=conn))
-
-
 def _reads_alone(clauses: Clauses) -> bool:
     """Whether a SELECT is `SELECT * FROM <one item>` and nothing more."""
     select = [t.text for t in clauses.select.tokens]
     return select == ["*"] and not (clauses.where or clauses.group or clauses.having or clauses.distinct)
 
 
-def _derived_select(conn: apsw.Connection, item: FromItem, prefix: str, ctes: dict[str, Cte]) -> tuple[str, str] | None:
-    """A derived table's own SELECT, and the SELECT its node is defined by; None for a table."""
-    if item.body is not None:
-        return item.body, prefix + item.body
-    assert item.name is not None
-    if not item.schema and fold(item.name) in ctes:
-        return ctes[fold(item.name)].body, f"{prefix}SELECT * FROM {quote(item.name)}"
-    text = view_sql(conn, item.name)
-    if text is None:
-        return None
-    return view_parts(text)[2], f"SELECT * FROM main.{quote(item.name)}"
-
-
-def _shape(select: str) -> tuple[bool, bool]:
-    """(DISTINCT, aggregates) of a SELECT; (False, False) for what the inline pass refuses by
-    name (LIMIT, a window, a set operation) or cannot read."""
-    text = select
-    tokens = tokenize(text)
-    if tokens and tokens[0].kind == TokenType.WITH:
-        text = read_with(text, tokens, {})[1]
-        tokens = tokenize(text)
-    if not tokens or tokens[0].kind != TokenType.SELECT:
-        return False, False
-    if set_operators(tokens):
-        return False, False
-    clauses = split_clauses(text, tokens)
-    if clauses.limit or clauses.window or any(t.kind == TokenType.OVER for t in clauses.select.tokens):
-        return False, False
-    distinct = clauses.distinct is not None and clauses.distinct.kind == TokenType.DISTINCT
-    return distinct, is_aggregating(text, clauses)
