@@ -62,3 +62,21 @@ def test_messages_name_what_the_user_wrote(tmp_path):
     with pytest.raises(matview.UnsupportedQuery) as raised:
         conn.execute(f"CREATE MATERIALIZED VIEW median AS {median}")
     assert "\x1b[" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "select",
+    [
+        "SELECT id, timediff(d, 'subsec') FROM t",
+        "SELECT datetime('subsec') FROM t",
+        "SELECT julianday('SUBSECOND') FROM t",
+        "SELECT strftime('%H', 'subsec') FROM t",
+    ],
+)
+def test_subsec_as_the_time_value_is_the_clock(tmp_path, select):
+    """'subsec' (or 'subsecond') as a time value means now, to the millisecond (a review found it
+    accepted: the view held the clock of its CREATE and a later write failed)."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, d TEXT, k INT)")
+    with pytest.raises(matview.UnsupportedQuery, match="not deterministic"):
+        conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")

@@ -19,6 +19,9 @@ VIEWS = {
     "hex": "SELECT cat, count(*) FROM t GROUP BY 0x1",
     "real_constant": "SELECT cat, count(*) FROM t GROUP BY 1e0",
     "expression_constant": "SELECT cat, count(*) FROM t GROUP BY (1) + (0)",
+    "double_negation": "SELECT cat, count(*) FROM t GROUP BY -(-1)",
+    "double_negation_second": "SELECT n, cat, count(*) FROM t GROUP BY - -2",
+    "beyond_32_bits": "SELECT cat, count(*) FROM t GROUP BY 4294967297",
 }
 
 

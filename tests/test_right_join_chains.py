@@ -147,3 +147,34 @@ def test_the_same_table_twice_before_the_root(tmp_path):
             conn.execute("INSERT INTO c(k, z) VALUES (?, 1)", (rng.randint(1, 4),))
 
     check_write_mix(tmp_path, setup, views, write, seed=7, steps=12)
+
+
+def test_keys_that_collate_otherwise_than_their_columns(tmp_path):
+    """A primary key or UNIQUE index may collate a column otherwise than the column declares
+    (`PRIMARY KEY (a, b COLLATE BINARY)` over a NOCASE b holds 'u' and 'U'): the change capture
+    compares rows as the key does (a review found 'U' replacing 'u' in the view)."""
+    setup = [
+        "CREATE TABLE w4(a INT NOT NULL, b TEXT COLLATE NOCASE NOT NULL, x, PRIMARY KEY(a, b COLLATE BINARY)) "
+        "WITHOUT ROWID",
+        "CREATE TABLE w3(a INT, b TEXT, x, PRIMARY KEY(b COLLATE RTRIM, a)) WITHOUT ROWID",
+        "CREATE TABLE r(id INTEGER PRIMARY KEY, b TEXT COLLATE NOCASE, x, UNIQUE(b COLLATE BINARY))",
+    ]
+    views = {
+        "w4": "SELECT * FROM w4",
+        "w4_count": "SELECT a, count(*) FROM w4 GROUP BY a",
+        "w3": "SELECT * FROM w3",
+        "r": "SELECT * FROM r",
+    }
+
+    def write(conn, rng: random.Random) -> None:
+        spelling = rng.choice(["u", "U", "u ", "v"])
+        table = rng.choice(["w4", "w3", "r"])
+        if rng.random() < 0.6:
+            if table == "r":
+                conn.execute("INSERT OR REPLACE INTO r(b, x) VALUES (?, ?)", (spelling, rng.randint(0, 9)))
+            else:
+                conn.execute(f"INSERT OR REPLACE INTO {table} VALUES (1, ?, ?)", (spelling, rng.randint(0, 9)))
+        else:
+            conn.execute(f"DELETE FROM {table} WHERE b = ? COLLATE BINARY", (spelling,))
+
+    check_write_mix(tmp_path, setup, views, write, seed=3, steps=12)

@@ -47,7 +47,6 @@ from matview.sql.validate import (
     refuse_unstable_rowid,
     refuse_unsupported,
 )
-from matview.sql.value_classes import one_class
 from matview.storage.schema import TableInfo, has_one_variant, image_keys, primary_key_order
 from matview.upstream import describe_upstream
 
@@ -91,7 +90,7 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
     refuse_unstable_rowid(tokens, source)
     if clauses.having and has_subquery(clauses.having.text):
         raise UnsupportedQuery("a subquery in HAVING is not supported yet (it is evaluated per group)")
-    plan = build_plan(conn, sql, clauses, source, names, decltypes, tree)
+    plan = build_plan(conn, sql, clauses, source, names, decltypes, tree, functions)
     if has_subquery(sql):
         plan = with_subqueries(conn, plan, source)
     plain_views = tuple({**read_views, **dict(inlined.views)}.items())
@@ -114,7 +113,7 @@ def _compile_arm(
     clauses = split_clauses(sql, tokens)
     source = read_from_clause(conn, sql, clauses.from_.tokens)
     refuse_unstable_rowid(tokens, source)
-    plan = build_plan(conn, sql, clauses, source, names, decltypes, tree)
+    plan = build_plan(conn, sql, clauses, source, names, decltypes, tree, functions)
     return Compiled(replace(plan, functions=functions), tree, source)
 
 
@@ -165,11 +164,13 @@ def build_plan(
     names: list[str],
     decltypes: list[str],
     tree: Any,
+    functions: tuple[str, ...] = (),
 ) -> Plan:
     assert isinstance(tree, exp.Select)
     if clauses.window:
         raise UnsupportedQuery("WINDOW clause is not supported yet")
     builder = SelectList(conn, sql, source)
+    builder.user_functions = frozenset(functions)  # (a user's `lower` is not the built-in: `value_classes`)
     items = builder.items(clauses, tree)
     if len(items) != len(names):
         raise UnsupportedQuery("matview cannot match the select list to its columns")
@@ -184,7 +185,7 @@ def build_plan(
             builder.collation_of(item.tokens),
             column is not None,
             column is None and is_cast(item.tokens),
-            one_class(item.tokens, builder.collation_of(item.tokens)),
+            builder.value_class(item.tokens),
         )
         for name, decltype, item, column in zip(names, decltypes, items, bare)
     )
@@ -305,7 +306,7 @@ def build_plan(
     rowid_column = None
     exact_groups = all(
         (ref is not None and (ref.column is None or has_one_variant(ref.column.decltype, builder.collation_of(toks))))
-        or one_class(toks, builder.collation_of(toks))
+        or builder.value_class(toks)
         for ref, toks in zip(group_refs, group_terms)
     )
     # beside one MIN/MAX, SQLite shows the extreme row's spelling of a GROUP BY column (an
@@ -315,7 +316,7 @@ def build_plan(
     has_bare = any(a.func == "bare" for a in builder.aggs)
     spelled = not exact_groups and (
         not extremes
-        or all(_plain_column(builder, toks) or one_class(toks, builder.collation_of(toks)) for toks in group_terms)
+        or all(_plain_column(builder, toks) or builder.value_class(toks) for toks in group_terms)
     )
     # (a MIN/MAX under NOCASE/RTRIM shows its class's first spelling: the kept row's)
     collated = any(a.func in ("min", "max") and a.collation != "BINARY" for a in builder.aggs)
@@ -372,14 +373,16 @@ def _plain_column(builder: SelectList, tokens: tuple[Token, ...]) -> bool:
 
 
 def _ordinal(sql: str, tokens: tuple[Token, ...]) -> int | None:
-    """The select item a GROUP BY term names by number, as SQLite reads it (through unary `+` and
-    parentheses: `+1`, `(1)`; a hex literal `0x1` too); None for an expression. A COLLATE on an
-    ordinal (item 1 under another collation) is refused."""
+    """The select item a GROUP BY term names by number, as SQLite reads it (`sqlite3ExprIsInteger`:
+    an integer literal of 32 bits, through unary `+`, `-` and parentheses: `+1`, `(1)`, `-(-1)`,
+    `0x1`); None for an expression (a larger integer is a constant). A COLLATE on an ordinal
+    (item 1 under another collation) is refused."""
     collated = len(tokens) >= 3 and tokens[-2].kind == TokenType.COLLATE
     core = tokens[:-2] if collated else tokens
+    sign = 1
     while core:
-        if core[0].kind == TokenType.PLUS:
-            core = core[1:]
+        if core[0].kind in (TokenType.PLUS, TokenType.DASH):
+            sign, core = (-sign if core[0].kind == TokenType.DASH else sign), core[1:]
         elif core[0].kind == TokenType.L_PAREN and core[-1].kind == TokenType.R_PAREN:
             core = core[1:-1]  # (`(1) + (2)` leaves no single token: an expression)
         else:
@@ -393,6 +396,9 @@ def _ordinal(sql: str, tokens: tuple[Token, ...]) -> int | None:
         number = int(written, 16)
     else:
         return None
+    if number >= 1 << 31:
+        return None  # (not a 32-bit integer literal: a constant to SQLite)
+    number *= sign
     if collated:
         raise UnsupportedQuery(f"GROUP BY {number} COLLATE …: a select item by number under another collation")
     return number

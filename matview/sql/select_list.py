@@ -31,6 +31,7 @@ from matview.sql.sqltext import (
     split_top_level,
     tokenize,
 )
+from matview.sql.value_classes import one_class
 from matview.storage.schema import Column, unique_key_columns
 
 
@@ -54,6 +55,8 @@ class SelectList(AggregateCalls):
         #: per (argument, FILTER) text of a MIN/MAX: its stage-1 columns (shared by MIN and MAX of it)
         self.extreme_columns: dict[tuple[str, str | None], tuple[int | None, int | None]] = {}
         self.stage1: list[str] = []
+        #: the user-defined functions the SELECT calls, built-in names a user overrode among them
+        self.user_functions: frozenset[str] = frozenset()
         #: why a bare column (neither aggregated nor grouped) cannot be maintained; None where it
         #: can (`allow_bare_columns`)
         self.bare_refusal: str | None = "SQLite takes it from an arbitrary row of the group"
@@ -103,6 +106,11 @@ class SelectList(AggregateCalls):
 
     def normalized(self, tokens: tuple[Token, ...] | list[Token]) -> tuple[tuple[str, str], ...]:
         return normalized(tokens, self.identity)
+
+    def value_class(self, tokens: tuple[Token, ...]) -> str:
+        """The one storage class of an expression's values, where no two are equal but different
+        (`sql.value_classes`); ""."""
+        return one_class(tokens, self.collation_of(tokens), self.user_functions)
 
     def collation_of(self, tokens: tuple[Token, ...]) -> str:
         """The collating sequence SQLite gives an expression (`sqlite3ExprCollSeq`): an explicit

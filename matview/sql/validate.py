@@ -166,7 +166,10 @@ def refuse_nondeterministic(conn: apsw.Connection, sql: str, tokens: list[Token]
     builtins = builtin_functions()
     deterministic: dict[str, bool] = {}
     aggregates: set[str] = set()
-    for name, kind, flags in conn.execute("SELECT name, type, flags FROM pragma_function_list"):
+    overridden: set[str] = set()  # built-in names a user registered a function under
+    for name, builtin, kind, flags in conn.execute("SELECT name, builtin, type, flags FROM pragma_function_list"):
+        if not builtin and name in builtins:
+            overridden.add(str(name))
         if kind == "s":
             deterministic[name] = deterministic.get(name, True) and bool(flags & _SQLITE_DETERMINISTIC)
         else:
@@ -180,7 +183,7 @@ def refuse_nondeterministic(conn: apsw.Connection, sql: str, tokens: list[Token]
             raise UnsupportedQuery(f"aggregate function {token.text}() is not supported yet")
         if not is_call or name not in deterministic:  # `"f"(x)` calls f too
             continue
-        if name not in builtins:
+        if name not in builtins or name in overridden:
             user_functions.add(name)
         if not deterministic[name]:
             raise UnsupportedQuery(
@@ -200,6 +203,12 @@ def _refuse_clock_dependent_date(sql: str, function: Token, inner: list[Token]) 
     needed = 2 if function.text.lower() in ("strftime", "timediff") else 1
     if len(arguments) < needed:
         raise UnsupportedQuery(f"{where} without a time value means 'now', which is not deterministic")
+    # ('subsec' or 'subsecond' as the time value is the clock too, to the millisecond: SQLite 3.42)
+    times = arguments[1:needed] if function.text.lower() == "strftime" else arguments[:needed]
+    for argument in times:
+        word = argument.tokens[0].text.strip().lower() if len(argument.tokens) == 1 else ""
+        if argument.tokens[0].kind == TokenType.STRING and word in ("subsec", "subsecond"):
+            raise UnsupportedQuery(f"{where} of '{word}' (the time now) is not deterministic")
     for token in inner:
         word = token.text.strip().lower()
         if token.kind == TokenType.STRING and word == "now":

@@ -27,10 +27,13 @@ _FUNCTION_CLASSES = {
 _CAST_CLASSES = {"TEXT": "text", "INTEGER": "integer", "REAL": "real", "BLOB": "blob"}
 
 
-def one_class(tokens: tuple[Token, ...], collation: str) -> str:
+def one_class(tokens: tuple[Token, ...], collation: str, user_functions: frozenset[str] = frozenset()) -> str:
     """The one storage class of an expression's values where no two of them are equal but
-    different: a literal's (one value, whatever its collation), or `result_class` under BINARY."""
-    return literal_class(tokens) or (result_class(tokens) if collation.upper() == "BINARY" else "")
+    different: a literal's (one value, whatever its collation), or `result_class` under BINARY
+    (`user_functions`: names the user registered, a built-in's too, which say nothing)."""
+    if literal_class(tokens):
+        return literal_class(tokens)
+    return result_class(tokens, user_functions) if collation.upper() == "BINARY" else ""
 
 
 def literal_class(tokens: tuple[Token, ...]) -> str:
@@ -49,7 +52,7 @@ def literal_class(tokens: tuple[Token, ...]) -> str:
     return ""
 
 
-def result_class(tokens: tuple[Token, ...]) -> str:
+def result_class(tokens: tuple[Token, ...], user_functions: frozenset[str] = frozenset()) -> str:
     """The one storage class of an expression's values (see the module docstring), or ""."""
     while len(tokens) > 2 and tokens[0].kind == TokenType.L_PAREN and matching_paren(tokens, 0) == len(tokens) - 1:
         tokens = tokens[1:-1]
@@ -62,7 +65,9 @@ def result_class(tokens: tuple[Token, ...]) -> str:
     top = [t for t, d in zip(tokens, depths) if d == 0]
     if any(t.kind == TokenType.DPIPE for t in top):
         # operands joined by `||` only (`a || b + 1` is `(a || b) + 1`: a number)
-        return "text" if all(t.is_name or t.kind in _CONCATENATED for t in top) else ""
+        # (real names only: keywords such as CASE … ELSE d END look like names too)
+        names_ = (TokenType.VAR, TokenType.IDENTIFIER)
+        return "text" if all(t.kind in names_ or t.kind in _CONCATENATED for t in top) else ""
     if len(tokens) > 3 and tokens[1].kind == TokenType.L_PAREN and matching_paren(tokens, 1) == len(tokens) - 1:
         name = tokens[0].text.lower()
         if name == "cast":
@@ -73,7 +78,7 @@ def result_class(tokens: tuple[Token, ...]) -> str:
             )
             declared = " ".join(t.text for t in inner[at + 1 :]) if at is not None else ""
             return _CAST_CLASSES.get(affinity(declared), "") if declared else ""
-        if tokens[0].is_name and tokens[0].kind != TokenType.STRING:
+        if tokens[0].is_name and tokens[0].kind != TokenType.STRING and name not in user_functions:
             return _FUNCTION_CLASSES.get(name, "")
     return ""
 

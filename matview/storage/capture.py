@@ -91,6 +91,10 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
             return [qualified(alias, quote(names.ROWID)) if alias in ("p", "") else f"{alias}.{rid}"]
         return [qualified(alias, quote(k)) for k in table.primary_key]
 
+    # a key compares its columns as its index collates them, not as the columns declare:
+    # `PRIMARY KEY (b COLLATE BINARY)` over a NOCASE b holds 'u' and 'U' as two rows
+    identity_collations = ("BINARY",) if table.has_rowid else table.key_collations(table.primary_key)
+
     def key_term(alias: str, column: str) -> str:
         if column == ROWID_KEY:
             return qualified(alias, quote(names.ROWID)) if alias in ("p", "") else f"{alias}.{rid}"
@@ -102,11 +106,20 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
     def conflicts(alias: str) -> str:
         """`alias`'s row shares a unique key with new (NULLs never conflict)."""
         return " OR ".join(
-            "(" + all_of([f"{key_term(alias, c)} = {key_term('new', c)}" for c in key]) + ")" for key in keys
+            "("
+            + all_of(
+                [
+                    f"{key_term(alias, c)} = {key_term('new', c)}{_collate(k)}"
+                    for c, k in zip(key, table.key_collations(key), strict=True)
+                ]
+            )
+            + ")"
+            for key in keys
         )
 
     def same(alias: str, other: str) -> str:
-        return all_of([f"{a} IS {b}" for a, b in zip(identity_of(alias), identity_of(other), strict=True)])
+        pairs = zip(identity_of(alias), identity_of(other), identity_collations, strict=True)
+        return all_of([f"{a} IS {b}{_collate(k)}" for a, b, k in pairs])
 
     # Row images compare BINARY: identical values, and no user collation a column may declare
     # (every client writing the table would otherwise need it to prepare its statements).
@@ -225,3 +238,9 @@ def capture_is_stale(conn: apsw.Connection, table: TableInfo) -> bool:
         for row in conn.execute("SELECT * FROM pragma_table_info(?)", (names.delta_table(table.name),))
     ][2:-1]  # (less the sequence number, the rowid and the weight)
     return logged != [(names.fold(c.name), c.decltype.upper()) for c in table.columns]
+
+
+def _collate(collation: str) -> str:
+    """` COLLATE <name>` for a built-in collation; "" for a user's, which every client writing the
+    table would need to run the triggers (the column's own then compares)."""
+    return f" COLLATE {collation}" if collation in ("BINARY", "NOCASE", "RTRIM") else ""

@@ -58,6 +58,16 @@ class TableInfo:
     strict: bool = False  # a STRICT table: an INTEGER column holds only integers
     materialized: bool = False  # a materialized view read as a source (see `matview.upstream`)
     unique_rows: bool = False  # a materialized view whose rows never repeat (grouped, DISTINCT)
+    #: per unique key (as `unique_keys`): the collation its index compares each column by — a
+    #: key may collate a column otherwise than the column does (`PRIMARY KEY (b COLLATE BINARY)`)
+    unique_collations: tuple[tuple[str, ...], ...] = field(default=())
+
+    def key_collations(self, key: tuple[str, ...]) -> tuple[str, ...]:
+        """The collations unique key `key` compares its columns by (BINARY where unknown)."""
+        for known, collations in zip(self.unique_keys, self.unique_collations, strict=False):
+            if known == key:
+                return collations
+        return ("BINARY",) * len(key)
 
     @property
     def stable_key(self) -> tuple[str, ...] | None:
@@ -205,18 +215,24 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
         if column.decltype.upper() == "INTEGER":
             ipk = column.name
     unique_keys: list[tuple[str, ...]] = []
+    unique_collations: list[tuple[str, ...]] = []
     for _seq, index_name, unique, _origin, _partial in conn.execute(f"PRAGMA main.index_list({quote(real_name)})"):
         if not unique:
             continue
         key_columns: list[str] = []
-        for _seqno, cid, col, *_rest in conn.execute(f"PRAGMA main.index_info({quote(index_name)})"):
+        key_collations: list[str] = []
+        for _seqno, cid, col, _desc, coll, is_key in conn.execute(f"PRAGMA main.index_xinfo({quote(index_name)})"):
+            if not is_key:
+                continue
             if cid == -2:
                 raise UnsupportedQuery(
                     f"table {real_name}: unique index {index_name} on an expression (INSERT OR REPLACE "
                     "through it could not be captured)"
                 )
             key_columns.append(col if cid >= 0 else ROWID_KEY)
+            key_collations.append(str(coll or "BINARY").upper())
         unique_keys.append(tuple(key_columns))
+        unique_collations.append(tuple(key_collations))
     rowid_name = "rowid"
     if not without_rowid:
         taken = {fold(c.name) for c in columns}
@@ -234,6 +250,7 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
         rowid_name,
         not nullable_pk,
         strict,
+        unique_collations=tuple(unique_collations),
     )
 
 
