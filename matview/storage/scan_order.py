@@ -58,7 +58,12 @@ def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | N
     if by_rowid:
         extreme = next((a for a in plan.aggs if a.func in ("min", "max")), None)
         bare = [a.sql for a in plan.aggs if a.func == "bare"]
-        what = f"column {_as_written(bare[0])}" if bare else "the spelling of a GROUP BY value"
+        if bare:
+            what = f"column {_as_written(bare[0])}"
+        elif plan.has_group_by:
+            what = "the spelling of a GROUP BY value"
+        else:
+            what = "the spelling"  # (of a MIN/MAX under NOCASE/RTRIM)
         argument = _argument_column(extreme.sql) if extreme is not None else None
         allowed = grouped | ({argument} if argument is not None else set()) if plan.has_group_by else set()
         how = _reordering_scan(conn, plan, table, sql, allowed)
@@ -148,7 +153,7 @@ def _reordering_scan(conn: apsw.Connection, plan: Plan, table: TableInfo, sql: s
             if owner is None or fold(str(owner[0])) != fold(table.name):
                 continue
             keyed = [row for row in conn.execute(f"PRAGMA main.index_xinfo({quote(index)})") if row[5]]
-            columns = [str(row[2]) for row in keyed]
+            columns = [str(row[2]) if row[2] is not None else "<expression>" for row in keyed]
             # (an index under another collation than its column's orders one class's rows by spelling)
             recollated = any(row[2] is None or str(row[4]).upper() != _collation(table, str(row[2])) for row in keyed)
             if not columns or not {fold(c) for c in columns} <= grouped or recollated:
