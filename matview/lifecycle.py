@@ -295,7 +295,9 @@ def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
             info = read_table(conn, table)
             stale = tuple(tuple(c) for c in info.signature) != reader.entry.plan.signature(table)
             # (a damaged file may have lost the delta log or preimage table: their deltas with it)
-            if stale or not capture_installed(conn, table) or missing_capture_tables(conn, table):
+            # (or made before a key's own collation was kept: `capture.capture_is_stale`)
+            rebuilt = stale or not capture_installed(conn, table) or missing_capture_tables(conn, table)
+            if rebuilt or capture_is_stale(conn, info):
                 for other in registry.views_on(table):
                     others.setdefault(fold(other.name), other)
                 remove_capture(conn, table)

@@ -22,7 +22,13 @@ from matview.evaluator import Evaluator
 from matview.names import fold, is_node, kept_rows_table, ordered_state_table, state_table, view_table
 from matview.plan import OutputColumn
 from matview.storage import catalog, readable
-from matview.storage.capture import capture_installed, missing_capture_tables, missing_tables
+from matview.storage.capture import (
+    capture_installed,
+    capture_is_stale,
+    missing_capture_tables,
+    missing_tables,
+    recollated_keys,
+)
 from matview.storage.catalog import ViewEntry
 from matview.storage.scan_order import concat_order_problem, variant_order_problem
 from matview.storage.schema import read_table, view_sql
@@ -340,6 +346,12 @@ class Registry:
                 return (
                     f"materialized view {entry.name}: its base table {table} was dropped and created again "
                     "(its change capture is gone); REFRESH MATERIALIZED VIEW or DROP it"
+                )
+            if recollated_keys(info) and capture_is_stale(self.conn, info):
+                return (
+                    f"materialized view {entry.name}: the change capture of its base table {table} was made by an "
+                    "older matview, which compared a unique key's columns as the columns collate, not as the key "
+                    "does (INSERT OR REPLACE could be missed); REFRESH MATERIALIZED VIEW rebuilds it"
                 )
             gone = missing_capture_tables(self.conn, table)
             if gone:

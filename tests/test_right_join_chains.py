@@ -158,20 +158,23 @@ def test_keys_that_collate_otherwise_than_their_columns(tmp_path):
         "WITHOUT ROWID",
         "CREATE TABLE w3(a INT, b TEXT, x, PRIMARY KEY(b COLLATE RTRIM, a)) WITHOUT ROWID",
         "CREATE TABLE r(id INTEGER PRIMARY KEY, b TEXT COLLATE NOCASE, x, UNIQUE(b COLLATE BINARY))",
+        # (the common one: a BINARY email unique under NOCASE — REPLACE deleted the other spelling unseen)
+        "CREATE TABLE e(id INTEGER PRIMARY KEY, b TEXT, x, UNIQUE(b COLLATE NOCASE))",
     ]
     views = {
         "w4": "SELECT * FROM w4",
         "w4_count": "SELECT a, count(*) FROM w4 GROUP BY a",
         "w3": "SELECT * FROM w3",
         "r": "SELECT * FROM r",
+        "e": "SELECT * FROM e",
     }
 
     def write(conn, rng: random.Random) -> None:
         spelling = rng.choice(["u", "U", "u ", "v"])
-        table = rng.choice(["w4", "w3", "r"])
+        table = rng.choice(["w4", "w3", "r", "e"])
         if rng.random() < 0.6:
-            if table == "r":
-                conn.execute("INSERT OR REPLACE INTO r(b, x) VALUES (?, ?)", (spelling, rng.randint(0, 9)))
+            if table in ("r", "e"):
+                conn.execute(f"INSERT OR REPLACE INTO {table}(b, x) VALUES (?, ?)", (spelling, rng.randint(0, 9)))
             else:
                 conn.execute(f"INSERT OR REPLACE INTO {table} VALUES (1, ?, ?)", (spelling, rng.randint(0, 9)))
         else:

@@ -93,7 +93,14 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
 
     # a key compares its columns as its index collates them, not as the columns declare:
     # `PRIMARY KEY (b COLLATE BINARY)` over a NOCASE b holds 'u' and 'U' as two rows
-    identity_collations = ("BINARY",) if table.has_rowid else table.key_collations(table.primary_key)
+    identity_collations = (
+        ("BINARY",)
+        if table.has_rowid
+        else tuple(
+            k if k != _declared(table, c) else ""
+            for c, k in zip(table.primary_key, table.key_collations(table.primary_key), strict=True)
+        )
+    )
 
     def key_term(alias: str, column: str) -> str:
         if column == ROWID_KEY:
@@ -109,7 +116,7 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
             "("
             + all_of(
                 [
-                    f"{key_term(alias, c)} = {key_term('new', c)}{_collate(k)}"
+                    f"{key_term(alias, c)} = {key_term('new', c)}{_collate(k, _declared(table, c))}"
                     for c, k in zip(key, table.key_collations(key), strict=True)
                 ]
             )
@@ -119,7 +126,7 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
 
     def same(alias: str, other: str) -> str:
         pairs = zip(identity_of(alias), identity_of(other), identity_collations, strict=True)
-        return all_of([f"{a} IS {b}{_collate(k)}" for a, b, k in pairs])
+        return all_of([f"{a} IS {b}{_collate(k, '')}" for a, b, k in pairs])
 
     # Row images compare BINARY: identical values, and no user collation a column may declare
     # (every client writing the table would otherwise need it to prepare its statements).
@@ -237,10 +244,42 @@ def capture_is_stale(conn: apsw.Connection, table: TableInfo) -> bool:
         (names.fold(str(row[1])), str(row[2]).upper())
         for row in conn.execute("SELECT * FROM pragma_table_info(?)", (names.delta_table(table.name),))
     ][2:-1]  # (less the sequence number, the rowid and the weight)
-    return logged != [(names.fold(c.name), c.decltype.upper()) for c in table.columns]
+    if logged != [(names.fold(c.name), c.decltype.upper()) for c in table.columns]:
+        return True
+    # a key collating a column otherwise than the column: triggers made before that was kept
+    expected = recollated_keys(table)
+    if not expected:
+        return False
+    row = conn.execute(
+        "SELECT sql FROM main.sqlite_master WHERE type = 'trigger' AND name = ?",
+        (names.trigger(table.name, "before_insert"),),
+    ).fetchone()
+    return row is None or not all(fragment in str(row[0]) for fragment in expected)
 
 
-def _collate(collation: str) -> str:
-    """` COLLATE <name>` for a built-in collation; "" for a user's, which every client writing the
-    table would need to run the triggers (the column's own then compares)."""
-    return f" COLLATE {collation}" if collation in ("BINARY", "NOCASE", "RTRIM") else ""
+def _collate(collation: str, declared: str) -> str:
+    """` COLLATE <name>` where a key's index collates a column otherwise than the column declares
+    (a built-in collation: a user's would be needed by every client writing the table to run the
+    triggers, and the column's own then compares); "" where they agree (the column's compares)."""
+    if not collation or collation == declared or collation not in ("BINARY", "NOCASE", "RTRIM"):
+        return ""
+    return f" COLLATE {collation}"
+
+
+def _declared(table: TableInfo, column: str) -> str:
+    """A key column's declared collation (a rowid: BINARY)."""
+    found = table.column(column) if column != ROWID_KEY else None
+    return found.collation.upper() if found is not None else "BINARY"
+
+
+def recollated_keys(table: TableInfo) -> list[str]:
+    """The comparisons the triggers make where a unique key collates a column otherwise than the
+    column declares (`… = new."b" COLLATE BINARY`): a capture installed before keys were
+    compared so lacks them (`capture_is_stale`)."""
+    found = []
+    for key in (table.primary_key, *table.unique_keys):
+        for column, collation in zip(key, table.key_collations(key), strict=False):
+            clause = _collate(collation, _declared(table, column))
+            if clause and column != ROWID_KEY:
+                found.append(f"= new.{quote(column)}{clause}")
+    return found
