@@ -25,7 +25,8 @@ from sqlglot.tokens import TokenType
 from matview.errors import UnsupportedQuery
 from matview.plan import OutputColumn, Plan
 from matview.sql.sqltext import Token, depth_walk, set_operator_kinds, set_operators, split_clauses
-from matview.storage.schema import affinity, has_one_variant
+from matview.sql.value_classes import output_has_one_variant
+from matview.storage.schema import affinity
 
 if TYPE_CHECKING:
     from matview.sql.from_clause import FromClause
@@ -122,7 +123,7 @@ def combine(conn: apsw.Connection, arms: list[tuple[Plan, FromClause]], operatio
             arm_columns = [plan.columns[index] for plan, _source in arms]
             # (an expression of one storage class — a literal, strftime(…) — stands for its affinity;
             # NULL is NULL in every arm)
-            exact = all(has_one_variant(c.decltype, c.collation) or c.value_class for c in arm_columns)
+            exact = all(output_has_one_variant(c) for c in arm_columns)
             classes = {c.value_class.upper() if c.value_class else _affinity_class(c.decltype) for c in arm_columns}
             if not exact or len(classes - {"NULL"}) > 1:
                 raise UnsupportedQuery(

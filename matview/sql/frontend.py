@@ -47,6 +47,7 @@ from matview.sql.validate import (
     refuse_unstable_rowid,
     refuse_unsupported,
 )
+from matview.sql.value_classes import output_has_one_variant
 from matview.storage.schema import TableInfo, has_one_variant, image_keys, primary_key_order
 from matview.upstream import describe_upstream
 
@@ -221,7 +222,7 @@ def build_plan(
     rows_plan = Plan(
         upstreams=tuple(describe_upstream(conn, name) for name in upstream_views),
         # (an expression of one storage class — `SELECT DISTINCT 0`, `strftime(…)` — has no variants)
-        exact_distinct=all(has_one_variant(c.decltype, c.collation) or c.value_class for c in columns),
+        exact_distinct=all(output_has_one_variant(c) for c in columns),
         sources=sources,
         aliases=aliases,
         without_rowid=without_rowid,

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from sqlglot.tokens import TokenType
 
+from matview.plan import OutputColumn
 from matview.sql.sqltext import Token, depth_walk, matching_paren
-from matview.storage.schema import affinity
+from matview.storage.schema import affinity, has_one_variant
 
 #: functions whose result has one storage class (or is NULL), whatever their arguments
 _FUNCTION_CLASSES = {
@@ -94,3 +95,13 @@ _CONCATENATED = {
     TokenType.NULL,
     TokenType.COLLATE,
 }
+
+
+def output_has_one_variant(column: OutputColumn) -> bool:
+    """Whether values SQLite calls equal are identical in an output column: one storage class
+    (`value_class`), or a typed BINARY column — but not a CAST to NUMERIC, which leaves a REAL 1.0
+    a REAL where a NUMERIC column would store 1."""
+    if column.value_class:
+        return True
+    numeric_cast = column.is_cast and affinity(column.decltype) == "NUMERIC"
+    return has_one_variant(column.decltype, column.collation) and not numeric_cast
