@@ -74,6 +74,9 @@ def main() -> None:
                       (SELECT r.manager, COUNT(o.id) AS orders_per_manager FROM regions r
                        LEFT JOIN orders o ON o.region = r.name GROUP BY r.manager)
                     GROUP BY orders_per_manager""")
+    # bare columns beside MAX: each region's largest order, the row it comes from (SQLite's rule)
+    conn.execute("""CREATE MATERIALIZED VIEW IF NOT EXISTS largest_order AS
+                    SELECT region, id, max(amount) AS amount FROM orders GROUP BY region""")
     console.print(f"[bold]database:[/bold] {path}")
     show(conn, "SELECT * FROM revenue ORDER BY region", "revenue (immediate) after CREATE")
 
@@ -98,6 +101,7 @@ def main() -> None:
     show(conn, "SELECT * FROM by_manager ORDER BY manager", "by_manager (orders ⋈ regions)")
     show(conn, "SELECT * FROM quiet_regions ORDER BY name", "quiet_regions (regions ⟕ orders, no order yet)")
     show(conn, "SELECT * FROM big_spender_managers ORDER BY name", "big_spender_managers (EXISTS subquery)")
+    show(conn, "SELECT * FROM largest_order ORDER BY region", "largest_order (the row of each region's MAX)")
     show(conn, "SELECT * FROM above_average ORDER BY region", "above_average (an aggregating CTE, filtered)")
     for view in conn.views():
         ok = view.verify()
