@@ -59,3 +59,29 @@ def test_distinct_inside_a_subquery_over_typed_columns(tmp_path):
             conn.execute("DELETE FROM orders WHERE id = (SELECT id FROM orders ORDER BY random() LIMIT 1)")
 
     check_write_mix(tmp_path, setup, views, write, seed=2, steps=10)
+
+
+def test_a_lookup_of_a_keyed_materialized_view_by_its_key(tmp_path):
+    """`(SELECT mt.y FROM mt WHERE mt.id = u.k)` over `mt AS SELECT * FROM t WHERE x > 0`: mt keeps
+    t's INTEGER PRIMARY KEY, so the lookup returns one row at most (refused before)."""
+    setup = [
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, x INT, y TEXT)",
+        "CREATE TABLE u(id INTEGER PRIMARY KEY, k INT)",
+        "CREATE MATERIALIZED VIEW mt AS SELECT * FROM t WHERE x > 0",
+        "INSERT INTO t(x, y) VALUES (1, 'a'), (-1, 'b'), (2, 'c')",
+        "INSERT INTO u(k) VALUES (1), (2), (3), (9)",
+    ]
+    views = {"lookup": "SELECT u.id, (SELECT mt.y FROM mt WHERE mt.id = u.k) FROM u"}
+
+    def write(conn, rng: random.Random) -> None:
+        action = rng.random()
+        if action < 0.3:
+            conn.execute("INSERT INTO t(x, y) VALUES (?, ?)", (rng.randint(-2, 3), rng.choice("abc")))
+        elif action < 0.5:
+            conn.execute("UPDATE t SET x = ? WHERE id = ?", (rng.randint(-2, 3), rng.randint(1, 12)))
+        elif action < 0.8:
+            conn.execute("INSERT INTO u(k) VALUES (?)", (rng.randint(1, 14),))
+        else:
+            conn.execute("DELETE FROM t WHERE id = ?", (rng.randint(1, 12),))
+
+    check_write_mix(tmp_path, setup, views, write, seed=3, steps=10)

@@ -16,11 +16,12 @@ from collections.abc import Iterator, Sequence
 import apsw
 from sqlglot.tokens import TokenType
 
-from matview.errors import UnsupportedQuery
+from matview.errors import Error, UnsupportedQuery
 from matview.names import fold
 from matview.operators.exact_extrema import EXACT_EXTREMA
 from matview.operators.exact_sums import EXACT_SUMS
 from matview.sql.from_items import FromItem, is_from_item, read_from_items
+from matview.sql.row_keys import keeps_a_key
 from matview.sql.sqltext import (
     SET_OPERATIONS,
     AggregateCall,
@@ -37,8 +38,8 @@ from matview.sql.sqltext import (
     split_top_level,
     tokenize,
 )
-from matview.storage.schema import Column, TableInfo, affinity, has_one_variant
-from matview.upstream import read_source
+from matview.storage.schema import Column, TableInfo, affinity, has_one_variant, read_table
+from matview.upstream import find_entry, read_source
 
 
 def equalities(text: str, where: Span) -> Iterator[tuple[tuple[Token, ...], tuple[Token, ...]]]:
@@ -336,7 +337,12 @@ def _unique_lookup(conn: apsw.Connection, body: str, clauses: Clauses, tables: l
     item = tables[0]
     table = read_source(conn, item.name or "")
     keys = {"rowid", "_rowid_", "oid"} | ({fold(table.ipk)} if table.ipk else set())
-    if not table.has_rowid:
+    if table.materialized:
+        # a materialized view that keeps its table's INTEGER PRIMARY KEY (`sql.row_keys`): one row per key
+        keys = _kept_integer_key(conn, table)
+        if not keys:
+            return False
+    elif not table.has_rowid:
         keys = {fold(table.primary_key[0])} if len(table.primary_key) == 1 else set()
         column = table.column(table.primary_key[0]) if keys else None
         if column is None or affinity(column.decltype) != "INTEGER":
@@ -347,6 +353,22 @@ def _unique_lookup(conn: apsw.Connection, body: str, clauses: Clauses, tables: l
             if _is_column(key_side, item.alias, keys) and not reads_table(other, item.alias, own):
                 return True
     return False
+
+
+def _kept_integer_key(conn: apsw.Connection, view: TableInfo) -> set[str]:
+    """The INTEGER PRIMARY KEY a select-project materialized view over one table keeps as a
+    column of the same name (its rows never repeat: `upstream_info`); empty for anything else."""
+    entry = find_entry(conn, view.name)
+    if entry is None or not view.unique_rows or entry.plan.kind != "rows" or len(entry.plan.sources) != 1:
+        return set()
+    try:
+        base = read_table(conn, entry.plan.sources[0])
+    except Error:
+        return set()
+    if base.ipk is None or not keeps_a_key(conn, entry.sql):
+        return set()
+    column = view.column(base.ipk)
+    return {fold(base.ipk)} if column is not None and affinity(column.decltype) == "INTEGER" else set()
 
 
 def _single_row_source(from_items: list[FromItem]) -> bool:
