@@ -14,7 +14,7 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
-from matview.names import quote
+from matview.names import fold, quote
 from matview.sql.from_clause import FromClause
 from matview.sql.sqltext import (
     AGGREGATE_NAMES,
@@ -85,8 +85,9 @@ def probe_columns(conn: apsw.Connection, sql: str) -> tuple[list[str], list[str]
     """Let SQLite validate the SELECT (its own error messages) and name its columns,
     through a temporary view. The SELECT is wrapped in a subquery, so text that tries to
     smuggle a second statement is a syntax error, never executed. The names are then the
-    SELECT's own, from a view of it alone (checked to be one statement): in a subquery SQLite
-    names `L.ACCT` as written, where the SELECT names it as the table declares it (`acct`)."""
+    SELECT's own result columns, read from the statement prepared alone (checked to be one
+    statement) and stopped before it runs: in a subquery SQLite names `L.ACCT` as written, where
+    the SELECT names it as the table declares it (`acct`), and `a COLLATE NOCASE` as written."""
     probe = quote("__dbsp_probe")
     try:
         conn.execute(f"DROP VIEW IF EXISTS temp.{probe}")
@@ -94,11 +95,14 @@ def probe_columns(conn: apsw.Connection, sql: str) -> tuple[list[str], list[str]
         info = conn.execute(f"PRAGMA temp.table_xinfo({probe})").fetchall()
         conn.execute(f"SELECT * FROM temp.{probe} LIMIT 0").fetchall()
         select, _tokens = one_statement(sql)
-        conn.execute(f"DROP VIEW temp.{probe}")
-        conn.execute(f"CREATE TEMP VIEW {probe} AS {select}")
-        named = conn.execute(f"PRAGMA temp.table_xinfo({probe})").fetchall()
+        named = _result_names(conn, select)
         if len(named) == len(info):
-            info = [(row[0], name_row[1], *row[2:]) for row, name_row in zip(info, named)]
+            # (two columns of one name keep the view's `id`, `id:1`: a table holds each name once)
+            folded = [fold(name) for name in named]
+            info = [
+                (row[0], name if folded.count(fold(name)) == 1 else row[1], *row[2:])
+                for row, name in zip(info, named)
+            ]
     except apsw.SQLError as exc:
         raise Error(f"invalid view definition: {_sqlite_message(exc)}") from None
     finally:
@@ -107,6 +111,25 @@ def probe_columns(conn: apsw.Connection, sql: str) -> tuple[list[str], list[str]
         except apsw.Error:
             pass
     return [str(row[1]) for row in info], [str(row[2] or "") for row in info]
+
+
+def _result_names(conn: apsw.Connection, select: str) -> list[str]:
+    """The names SQLite gives a SELECT's result columns: the statement is prepared, its
+    description read, and its execution stopped before the first step (an exec trace that
+    declines)."""
+    names: list[str] = []
+
+    def describe_and_stop(cursor: apsw.Cursor, _sql: str, _bindings: Any) -> bool:
+        names.extend(str(column[0]) for column in cursor.getdescription())
+        return False
+
+    cursor = conn.cursor()
+    cursor.exec_trace = describe_and_stop
+    try:
+        cursor.execute(select, can_cache=False)
+    except apsw.ExecTraceAbort:
+        pass
+    return names
 
 
 def _sqlite_message(exc: BaseException) -> str:
