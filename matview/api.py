@@ -323,8 +323,10 @@ class Connection:
             raise Error(f"{target} is a materialized view: use DROP MATERIALIZED VIEW")
         dependents = self.registry.views_on(target)
         if dependents:
+            # (a view's internal nodes go with it: the user named only the views)
+            shown = [v.name for v in dependents if not is_node(v.name)] or [v.name for v in dependents]
             raise Error(
-                f"table {target} is used by materialized view(s) {', '.join(v.name for v in dependents)}: "
+                f"table {target} is used by materialized view(s) {', '.join(shown)}: "
                 "DROP MATERIALIZED VIEW them first (ALTER TABLE … ADD COLUMN is maintained)"
             )
 

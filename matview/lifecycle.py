@@ -132,7 +132,13 @@ def create_view(
             problem = variant_order_problem(conn, plan, entry.sql)
             if problem is not None:
                 raise UnsupportedQuery(problem)
-        (populate or _populate)(conn, view)
+        try:
+            (populate or _populate)(conn, view)
+        except UnicodeDecodeError as exc:  # (SQLite keeps any bytes as TEXT; Python reads UTF-8 only)
+            raise Error(
+                f"materialized view {name}: a text value its SELECT reads is not valid UTF-8 ({exc.reason}); "
+                "fix or remove that row, then CREATE the view"
+            ) from None
         registry.invalidate()
         readable.create_plain_view(conn, name, plan)
         readable.drop_shadow(conn, name)

@@ -80,3 +80,23 @@ def test_subsec_as_the_time_value_is_the_clock(tmp_path, select):
     conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, d TEXT, k INT)")
     with pytest.raises(matview.UnsupportedQuery, match="not deterministic"):
         conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")
+
+
+def test_create_over_text_that_is_not_utf8_is_a_clean_error(tmp_path):
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g, b)")
+    conn.execute("INSERT INTO t VALUES (1, 1, x'ff')")
+    with pytest.raises(matview.Error, match="not valid UTF-8"):
+        conn.execute("CREATE MATERIALIZED VIEW v AS SELECT g, group_concat(b) FROM t GROUP BY g")
+    conn.execute("INSERT INTO t VALUES (2, 2, 3)")  # nothing left behind, writes go on
+    assert conn.views() == []
+
+
+def test_ddl_refusals_name_the_users_views_only(tmp_path):
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g INT, v INT)")
+    grouped = "(SELECT g, sum(v) AS s FROM t GROUP BY g)"
+    conn.execute(f"CREATE MATERIALIZED VIEW m AS SELECT * FROM {grouped} x JOIN t ON t.g = x.g")
+    with pytest.raises(matview.Error) as raised:
+        conn.execute("ALTER TABLE t RENAME TO t2")
+    assert "__dbsp" not in str(raised.value) and "m" in str(raised.value)
