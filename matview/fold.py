@@ -27,6 +27,7 @@ from matview.operators.recompute import recomputed_delta, should_recompute
 from matview.registry import Registry, View
 from matview.storage import catalog
 from matview.storage.state import StateStore
+from matview.storage.viewstore import Inconsistent
 from matview.zset import ZSet
 
 
@@ -146,9 +147,14 @@ def fold_view(
             return None
         delta, store, set_at_a_time = *refolded, True
     if not set_at_a_time:
-        # outside the guard: an error while writing (a view found inconsistent) must not leave a
-        # half-applied ΔV behind a rolled-forward transaction; it reaches the caller
-        view.table.apply(conn, delta)
+        # outside the guard: an error while writing must not leave a half-applied ΔV behind a
+        # rolled-forward transaction; it reaches the caller — but a view found inconsistent (the
+        # table is left as it was) stalls, and the base write commits
+        try:
+            view.table.apply(conn, delta)
+        except Inconsistent as exc:
+            view.stalled, view.stalled_on = str(exc), tuple(ranges)
+            return None
     store.flush()
     for table, _lo, hi in ranges:
         catalog.set_progress(conn, view.name, table, hi)

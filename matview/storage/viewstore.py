@@ -26,6 +26,10 @@ from matview.zset import ZSet
 ROW_KEY_FUNCTION = "__dbsp_row_key"
 
 
+class Inconsistent(Error):
+    """A view's stored rows disagree with its changes (a negative weight): REFRESH rebuilds it."""
+
+
 def row_key_sql(*values: Any) -> bytes:
     """SQL function: the identity key of a row (as `keys.row_key`)."""
     return row_key(values)
@@ -81,23 +85,36 @@ class ViewTable:
             conn.execute(f"{into} SELECT {values}, k, count(*) FROM ({source}) GROUP BY k")
         conn.execute("RELEASE __dbsp_fill")
 
+    def _undo(self, conn: apsw.Connection, pairs: list[tuple[bytes, bytes]], applied: list[tuple[bytes, int]]) -> None:
+        """Take back the rows `apply` changed before it found a negative weight."""
+        for key, weight in reversed(applied):
+            if scalar(conn, self._upsert, (*row_of(key), key, -weight)) == 0:
+                conn.execute(self._delete, (key,))
+        for old, new in reversed(pairs):
+            conn.execute(self._replace, (*row_of(old), old, new))
+
     def apply(self, conn: apsw.Connection, delta: ZSet[bytes]) -> None:
         """V ← V + ΔV."""
         removed = [key for key, weight in delta.items() if weight == -1]
         added = [key for key, weight in delta.items() if weight == 1]
         replaced: set[bytes] = set()
+        pairs: list[tuple[bytes, bytes]] = []
         for old, new in zip(removed, added):
             conn.execute(self._replace, (*row_of(new), new, old))
             if conn.changes() == 1:
                 replaced.update((old, new))
+                pairs.append((old, new))
         rest = [(key, weight) for key, weight in delta.items() if key not in replaced]
         if len(rest) <= 4:
-            for key, weight in rest:
+            for done, (key, weight) in enumerate(rest):
                 total = scalar(conn, self._upsert, (*row_of(key), key, weight))
                 if total == 0:
                     conn.execute(self._delete, (key,))
                 elif total < 0:
-                    raise Error(f"materialized view {self.view} is inconsistent (negative weight); REFRESH it")
+                    # undone, so that the table stays as it was and the base write commits (the
+                    # view stalls: `fold.fold_view`); no savepoint for the common, consistent case
+                    self._undo(conn, pairs, rest[: done + 1])
+                    raise Inconsistent(f"materialized view {self.view} is inconsistent (negative weight); REFRESH it")
             return
         # many rows: set-at-a-time upsert, then drop the rows whose weight reached zero
         keyed = [(*row_of(key), key, weight) for key, weight in rest]
