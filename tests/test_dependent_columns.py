@@ -32,6 +32,12 @@ VIEWS = {
     "composite": "SELECT w.v, count(*) FROM w JOIN o ON o.cid = w.a GROUP BY w.a, w.b",
     "padded": "SELECT o.cid, c.name FROM o LEFT JOIN c ON c.id = o.cid GROUP BY o.cid, c.id",
     "rowid": "SELECT c.name, count(*) FROM c JOIN o ON o.cid = c.id GROUP BY c.rowid",
+    # through a key equality: o's key grouped, c's key equated to o's column (the order's customer)
+    "through_join": "SELECT o.id, c.name, c.city, count(*) FROM o JOIN c ON c.id = o.cid GROUP BY o.id",
+    "through_where": "SELECT o.id, c.name, o.amount FROM o, c WHERE c.id = o.cid GROUP BY o.id",
+    "through_left": "SELECT o.id, c.name, o.day FROM o LEFT JOIN c ON c.id = o.cid GROUP BY o.id",
+    "through_two": "SELECT o.id, c.name, w.v FROM o JOIN c ON c.id = o.cid LEFT JOIN w ON w.a = c.id AND w.b = o.day "
+    "GROUP BY o.id",
 }
 
 

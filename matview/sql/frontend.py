@@ -26,6 +26,7 @@ from matview.operators.partition import reach_filter
 from matview.plan import WEIGHT, OutputColumn, Plan, PostColumn, Template
 from matview.sql.compound import combine, split_arms
 from matview.sql.from_clause import FromClause, read_from_clause
+from matview.sql.from_items import read_from_items
 from matview.sql.inline import inline_query
 from matview.sql.select_list import SelectList
 from matview.sql.sqltext import (
@@ -268,7 +269,8 @@ def build_plan(
         group_terms.append(toks)
     if group_terms:
         having_span = [clauses.having] if clauses.having else []
-        group_terms += builder.dependent_group_terms(group_terms, [Span(sql, i.tokens) for i in items] + having_span)
+        spans = [Span(sql, i.tokens) for i in items] + having_span
+        group_terms += builder.dependent_group_terms(group_terms, spans, _key_links(sql, clauses, source))
     group_collations = tuple(check_collation(builder.collation_of(toks), "GROUP BY") for toks in group_terms)
     builder.group_terms = group_terms
     for toks in group_terms:
@@ -363,6 +365,21 @@ def build_plan(
         extreme_spelling=extreme_spelling,
         extreme_unique=extreme_unique,
     )
+
+
+def _key_links(sql: str, clauses: Clauses, source: FromClause) -> list[tuple[int | None, Span]]:
+    """The conditions that can tie a table's key to other columns: the WHERE clause (None), and
+    the ON condition of each inner or LEFT join with the occurrence it brings in (a RIGHT or FULL
+    JOIN's side is kept whatever its ON says)."""
+    links: list[tuple[int | None, Span]] = [(None, clauses.where)] if clauses.where else []
+    items = read_from_items(sql, list(clauses.from_.tokens), check=False) if clauses.from_ else []
+    if len(items) != len(source.occurrences):
+        return links
+    for index, item in enumerate(items):
+        outer = {t.kind for t in item.joined_by} & {TokenType.RIGHT, TokenType.FULL}
+        if item.on is not None and not outer:
+            links.append((index, item.on))
+    return links
 
 
 def _plain_column(builder: SelectList, tokens: tuple[Token, ...]) -> bool:

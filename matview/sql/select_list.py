@@ -201,22 +201,28 @@ class SelectList(AggregateCalls):
         base = toks[0].start
         return splice(span.text, [(s - base, e - base, r) for s, e, r in replacements])
 
-    def dependent_group_terms(self, group_terms: list[tuple[Token, ...]], spans: list[Span]) -> list[tuple[Token, ...]]:
+    def dependent_group_terms(
+        self,
+        group_terms: list[tuple[Token, ...]],
+        spans: list[Span],
+        links: list[tuple[int | None, Span]] | None = None,
+    ) -> list[tuple[Token, ...]]:
         """Columns `spans` read outside aggregates that the GROUP BY determines: a column of a
         table whose key (INTEGER PRIMARY KEY, or a NOT NULL primary key) is grouped by
-        (`SELECT c.name, count(*) … GROUP BY c.id`). Every row of a group has the same row of that
-        table, so SQLite's "bare" column is that row's value, and grouping by it too changes no
-        group: these are returned as extra GROUP BY terms (each once)."""
+        (`SELECT c.name, count(*) … GROUP BY c.id`), or equated to columns of such a table
+        (`… JOIN customers c ON c.id = o.customer_id … GROUP BY o.id`: `links`, the WHERE clause
+        (None) and each ON condition with the occurrence its join brings in). Every row of a group
+        has the same row of that table (or none), so SQLite's "bare" column is that row's value,
+        and grouping by it too changes no group: these are returned as extra GROUP BY terms."""
         refs = [self.column_of(toks) for toks in group_terms]
         grouped = {(r.occurrence, fold(r.column.name)) for r in refs if r is not None and r.column is not None}
-        keyed = set()
+        keys: dict[int, set[str]] = {}
         for index, occurrence in enumerate(self.source.occurrences):
-            table = occurrence.table
-            if table.materialized:
-                continue
-            key = unique_key_columns(self.conn, table)
-            if key is not None and all((index, column) in grouped for column in key):
-                keyed.add(index)
+            key = None if occurrence.table.materialized else unique_key_columns(self.conn, occurrence.table)
+            if key is not None:
+                keys[index] = key
+        keyed = {index for index, key in keys.items() if all((index, column) in grouped for column in key)}
+        keyed |= self._keyed_through(keys, keyed, links or [])
         extra: list[tuple[Token, ...]] = []
         if not keyed:
             return extra
@@ -242,6 +248,60 @@ class SelectList(AggregateCalls):
                     grouped.add((ref.occurrence, fold(ref.column.name)))
                     extra.append(written)
         return extra
+
+    def _keyed_through(
+        self, keys: dict[int, set[str]], keyed: set[int], links: list[tuple[int | None, Span]]
+    ) -> set[int]:
+        """The occurrences whose key is equated, column by column, to expressions over the
+        columns of keyed occurrences only — in the WHERE clause, or in the ON condition of the
+        join that brings the occurrence in (a LEFT JOIN's ON bounds its own side only) — until
+        no more are found."""
+        found = set(keyed)
+        while True:
+            more = set()
+            for index, key in keys.items():
+                if index in found:
+                    continue
+                bound: set[str] = set()
+                for brings, span in links:
+                    if brings is not None and brings != index:
+                        continue
+                    for left, right in _equalities(span):
+                        for side, other in ((left, right), (right, left)):
+                            ref = self.column_of(side)
+                            if ref is None or ref.occurrence != index or ref.column is None:
+                                continue
+                            if self._reads_only(other, found):
+                                bound.add(fold(ref.column.name))
+                if key <= bound:
+                    more.add(index)
+            if not more:
+                return found - keyed
+            found |= more
+
+    def _reads_only(self, tokens: tuple[Token, ...], occurrences: set[int]) -> bool:
+        """Whether an expression reads columns, and only columns of `occurrences` (no subquery)."""
+        if _inside_subqueries(tokens):
+            return False
+        read = False
+        for index, token in enumerate(tokens):
+            if not token.is_name or token.kind == TokenType.STRING:
+                continue
+            if index and tokens[index - 1].kind == TokenType.DOT:
+                continue
+            following = tokens[index + 1].kind if index + 1 < len(tokens) else None
+            if following == TokenType.L_PAREN:
+                continue
+            written = tokens[index : index + 3] if following == TokenType.DOT else (token,)
+            ref = self.column_of(tuple(written))
+            if ref is None:
+                if following == TokenType.DOT:
+                    return False  # (a qualified name of no occurrence)
+                continue  # (a keyword or a literal-like name)
+            if ref.occurrence not in occurrences:
+                return False
+            read = True
+        return read
 
     def substitute_group_terms(self, text: str) -> str:
         """Replace GROUP BY terms inside `text` by their per-group column `"__g{j}"`.
@@ -331,3 +391,15 @@ def _same_with(candidate: str, column: str, term: str, original: str) -> bool:
         return node
 
     return bool(replaced.transform(put_back) == expected)
+
+
+def _equalities(span: Span) -> list[tuple[tuple[Token, ...], tuple[Token, ...]]]:
+    """The two sides of each top-level `a = b` conjunct of a condition (no OR at its top)."""
+    found = []
+    for conjunct in split_top_level(span.sql, span.tokens, TokenType.AND):
+        toks = conjunct.tokens
+        depths = depth_walk(toks)
+        equals = [i for i, (t, d) in enumerate(zip(toks, depths)) if d == 0 and t.kind == TokenType.EQ]
+        if len(equals) == 1 and not any(d == 0 and t.kind == TokenType.OR for t, d in zip(toks, depths)):
+            found.append((tuple(toks[: equals[0]]), tuple(toks[equals[0] + 1 :])))
+    return found
