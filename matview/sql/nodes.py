@@ -39,8 +39,9 @@ from matview.sql.derived_shapes import (
     shape,
     union_all_only,
 )
-from matview.sql.from_items import OUTER_WORDS, Cte, read_from_items, read_with
+from matview.sql.from_items import OUTER_WORDS, Cte, FromItem, is_from_item, read_from_items, read_with, view_parts
 from matview.sql.grouped_subqueries import rewrite_grouped_subqueries
+from matview.sql.inline import plain_view_sql
 from matview.sql.row_keys import keeps_a_key
 from matview.sql.sqltext import (
     Clauses,
@@ -100,7 +101,7 @@ def extract_nodes(conn: apsw.Connection, sql: str, owner: str) -> tuple[str, lis
         for key, node in nodes.items():
             nodes[key] = replace(node, words=f"{words} beside a subquery in the select list or HAVING")
     rewritten = _in_nodes(conn, rewritten, prefix, owner, nodes)
-    rewritten = _subquery_node_reads(rewritten, cte_nodes)
+    rewritten = _subquery_node_reads(conn, rewritten, prefix, ctes, owner, nodes, cte_nodes)
     if nodes:
         rewritten = _keep_column_names(conn, prefix + body, body, rewritten)
     return prefix + rewritten, list(nodes.values())
@@ -384,21 +385,33 @@ def _from_nodes(
             # its rows are DISTINCT because they keep a key: each class is one row, whatever its
             # values' variants (1 and 1.0 untyped), so the class shows that row's values
             node = nodes[node_sql] = replace(node, words=item.text, keyed=True)
-        if (distinct or aggregates) and item.body is None and not item.schema and fold(item.name or "") in ctes:
-            cte_nodes[fold(item.name or "")] = node.name  # (its rows never repeat: a subquery may read it)
+        named = item.body is None and not item.schema and (fold(item.name or "") in ctes or plain is not None)
+        if (distinct or aggregates) and named:
+            # (its rows never repeat: a subquery may read it — TPC-H Q15's revenue0, a CTE or a view)
+            cte_nodes[fold(item.name or "")] = node.name
         start, end = item.reference_span
         rewritten = f"{rewritten[:start]}{quote(node.name)} AS {quote(item.alias)}{rewritten[end:]}"
     return rewritten
 
 
-def _subquery_node_reads(body: str, cte_nodes: dict[str, str]) -> str:
-    """A CTE made a node, read again by a subquery (TPC-H Q15's `(SELECT max(total_revenue)
-    FROM revenue0)`), reads the node there too: the same rows, whose aggregates are kept
-    exactly, instead of an aggregate the subquery would evaluate again in scan order. Left
-    alone where a subquery has a WITH list of its own (which may hide the CTE's name)."""
+def _subquery_node_reads(
+    conn: apsw.Connection,
+    body: str,
+    prefix: str,
+    ctes: dict[str, Cte],
+    owner: str,
+    nodes: dict[str, Node],
+    cte_nodes: dict[str, str],
+) -> str:
+    """A CTE or plain view that aggregates or is DISTINCT, read by a subquery in an expression
+    (TPC-H Q15's `(SELECT max(total_revenue) FROM revenue0)`), reads a node there: the same
+    rows, whose aggregates are kept exactly, instead of an aggregate the subquery would evaluate
+    again in scan order — the node the FROM clause reads it from (`cte_nodes`), or, read by a
+    subquery that aggregates it, one of its own. Left alone where a subquery has a WITH list of
+    its own (which may hide the name)."""
     tokens = tokenize(body)
     opens = [i for i, (t, n) in enumerate(itertools.pairwise(tokens)) if t.kind == TokenType.L_PAREN]
-    if not cte_nodes or any(tokens[i + 1].kind == TokenType.WITH for i in opens):
+    if any(tokens[i + 1].kind == TokenType.WITH for i in opens):
         return body
     edits = []
     for index in (i for i in opens if tokens[i + 1].kind == TokenType.SELECT):
@@ -410,17 +423,51 @@ def _subquery_node_reads(body: str, cte_nodes: dict[str, str]) -> str:
             continue
         clauses = split_clauses(inner, inner_tokens)
         for item in read_from_items(inner, list(clauses.from_.tokens), check=False) if clauses.from_ else []:
-            node = cte_nodes.get(fold(item.name or "")) if item.body is None and not item.schema else None
+            if item.body is not None or item.schema:
+                continue
+            node = cte_nodes.get(fold(item.name or ""))
+            if node is None and not is_from_item(tokens, index):
+                # (an aggregate of an aggregate; a lookup or an IN reads the derived table, whose
+                # GROUP BY keys `subquery_values` knows, unless a column list renames its columns)
+                node = _named_aggregate_node(
+                    conn, item, prefix, ctes, owner, nodes, renamed_only=not is_aggregating(inner, clauses)
+                )
             if node is not None:
+                cte_nodes[fold(item.name or "")] = node
                 start, end = item.name_span
                 shown = quote(node) if item.aliased else f"{quote(node)} AS {quote(item.alias)}"
                 edits.append((base + start, base + end, shown))
     return splice(body, edits)
 
 
+def _named_aggregate_node(
+    conn: apsw.Connection,
+    item: FromItem,
+    prefix: str,
+    ctes: dict[str, Cte],
+    owner: str,
+    nodes: dict[str, Node],
+    renamed_only: bool = False,
+) -> str | None:
+    """The node of a CTE (without a column list) or plain view named by `item` whose SELECT
+    aggregates or is DISTINCT — with `renamed_only`, of a plain view with a column list only;
+    None for anything else (a table, a materialized view)."""
+    cte = ctes.get(fold(item.name or ""))
+    plain = None if cte is not None else plain_view_body(conn, item, ctes)
+    if (cte is None or cte.columns is not None or renamed_only) and plain is None:
+        return None
+    if renamed_only and view_parts(plain_view_sql(conn, item.name or "") or "")[1] is None:
+        return None
+    found = derived_select(conn, item, prefix, ctes)
+    if found is None or not any(shape(found[0])):
+        return None
+    node = _node(nodes, owner, found[1])
+    if plain is not None:
+        node = nodes[found[1]] = replace(node, views=plain[1])
+    return node.name
+
+
 def _reads_alone(clauses: Clauses) -> bool:
     """Whether a SELECT is `SELECT * FROM <one item>` and nothing more."""
     select = [t.text for t in clauses.select.tokens]
     return select == ["*"] and not (clauses.where or clauses.group or clauses.having or clauses.distinct)
-
-
