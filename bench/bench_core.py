@@ -34,7 +34,7 @@ if REPO not in sys.path:
 import apsw  # noqa: E402
 
 try:
-    import matview  # noqa: E402
+    import matview
 
     matview.connect  # noqa: B018  (engine may still be a skeleton)
     MATVIEW_IMPORT_ERROR = None
@@ -43,7 +43,7 @@ except Exception as e:  # pragma: no cover - engine being written concurrently
     MATVIEW_IMPORT_ERROR = f"{type(e).__name__}: {e}"
 
 try:
-    import turso  # noqa: E402
+    import turso
 
     TURSO_IMPORT_ERROR = None
 except Exception as e:  # pragma: no cover
@@ -103,7 +103,7 @@ def short_exc(e: BaseException) -> str:
 
 
 def rand_row(rng: random.Random):
-    return (rng.randrange(G_MAX), rng.randrange(X_MAX), "s%09d" % rng.randrange(10**9))
+    return (rng.randrange(G_MAX), rng.randrange(X_MAX), f"s{rng.randrange(10**9):09d}")
 
 
 def build_base(path: str, n: int, seed: int) -> None:
@@ -115,7 +115,7 @@ def build_base(path: str, n: int, seed: int) -> None:
     with c:
         c.executemany(
             "INSERT INTO t(id, g, x, s) VALUES (?, ?, ?, ?)",
-            ((i,) + rand_row(rng) for i in range(1, n + 1)),
+            ((i, *rand_row(rng)) for i in range(1, n + 1)),
         )
     c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     c.close()
@@ -222,7 +222,7 @@ class Arm:
         if self.conn is not None:
             try:
                 self.conn.close()
-            except BaseException as e:  # noqa: BLE001
+            except BaseException as e:
                 if isinstance(e, KeyboardInterrupt):
                     raise
             self.conn = None
@@ -262,7 +262,7 @@ def interleave(arms, n: int, warmup: int, phase: str, fn):
                     dt = fn(a, i)
                 except (KeyboardInterrupt, SystemExit):
                     raise
-                except BaseException as e:  # noqa: BLE001  (pyo3 PanicException is a BaseException)
+                except BaseException as e:  # pyo3 PanicException is a BaseException
                     a.fail(phase, e)
                     continue
                 if i >= warmup:
@@ -332,7 +332,7 @@ def check_view(arm: Arm, select: str, when: str) -> str:
         want = fetch(arm.conn, select)
     except (KeyboardInterrupt, SystemExit):
         raise
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:
         arm.fail(f"check {when}", e)
         return "error: " + short_exc(e)
     diff = compare_rows(got, want)
@@ -452,7 +452,7 @@ def phase_create(ctx: Ctx, vname: str, select: str):
                 times[tag].append(perf_ns() - t0)
             except (KeyboardInterrupt, SystemExit):
                 raise
-            except BaseException as e:  # noqa: BLE001
+            except BaseException as e:
                 status[tag] = short_exc(e)
                 if kind == "mv":
                     problem(f"[{vname}/{tag}] CREATE failed: {short_exc(e)}\n{traceback.format_exc()}")
@@ -463,7 +463,7 @@ def phase_create(ctx: Ctx, vname: str, select: str):
                 if c is not None:
                     try:
                         c.close()
-                    except BaseException:  # noqa: BLE001
+                    except BaseException:
                         pass
             if r == 0:
                 out[(tag, "read")] = path
@@ -487,7 +487,9 @@ def phase_create(ctx: Ctx, vname: str, select: str):
         if not ctx.use_mv:
             continue
         if tag in status:
-            add_row("CREATE vs CTAS", vname, mode, "ERROR: " + status[tag], "", tcell(), f"<= {TARGET['create']}x", "NO")
+            add_row(
+                "CREATE vs CTAS", vname, mode, "ERROR: " + status[tag], "", tcell(), f"<= {TARGET['create']}x", "NO"
+            )
             continue
         r_ = ratio(med.get(tag), med.get("ctas"))
         add_row(
@@ -521,7 +523,7 @@ def phase_reads(ctx: Ctx, vname: str, select: str, paths, status):
     for a in arms:
         try:
             a.open()
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
                 raise
             a.fail("open", e)
@@ -557,7 +559,9 @@ def phase_reads(ctx: Ctx, vname: str, select: str, paths, status):
         if src is not None and src.error is None:
             ys = [r[0] for r in fetch(src.conn, "SELECT y FROM p")]
         rng = random.Random(11)
-        look = [rng.choice(ys) if ys and k % 10 else rng.randrange(0, 2 * X_MAX) for k in range(ctx.args.point_reps + 50)]
+        look = [
+            rng.choice(ys) if ys and k % 10 else rng.randrange(0, 2 * X_MAX) for k in range(ctx.args.point_reps + 50)
+        ]
         idx_time = {}
         for a in arms:
             if a.error:
@@ -570,7 +574,7 @@ def phase_reads(ctx: Ctx, vname: str, select: str, paths, status):
                 idx_time[a.key] = perf_ns() - t0
             except (KeyboardInterrupt, SystemExit):
                 raise
-            except BaseException as e:  # noqa: BLE001
+            except BaseException as e:
                 a.fail("CREATE INDEX", e)
         # verify lookups equal between view and plain table (per engine)
         wrong = {}
@@ -586,7 +590,7 @@ def phase_reads(ctx: Ctx, vname: str, select: str, paths, status):
                     want = fetch(b.conn, "SELECT * FROM p WHERE y = ?", (y,))
                 except (KeyboardInterrupt, SystemExit):
                     raise
-                except BaseException as e:  # noqa: BLE001
+                except BaseException as e:
                     a.fail("point lookup", e)
                     break
                 if typed_bag(got) != typed_bag(want):
@@ -644,7 +648,9 @@ def phase_reads(ctx: Ctx, vname: str, select: str, paths, status):
             )
     for a in arms:
         a.close()
-    ctx.results.setdefault(vname, {})["reads"] = {a.key: {k: statistics.median(v) for k, v in a.samples.items()} for a in arms}
+    ctx.results.setdefault(vname, {})["reads"] = {
+        a.key: {k: statistics.median(v) for k, v in a.samples.items()} for a in arms
+    }
     return corr
 
 
@@ -676,7 +682,7 @@ def make_big_views(ctx: Ctx, vname: str, select: str, status):
             out[tag] = path
         except (KeyboardInterrupt, SystemExit):
             raise
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             if kind == "mv":
                 problem(f"[{vname}/{tag}] CREATE on big table failed: {short_exc(e)}\n{traceback.format_exc()}")
             else:
@@ -685,7 +691,7 @@ def make_big_views(ctx: Ctx, vname: str, select: str, status):
             if c is not None:
                 try:
                     c.close()
-                except BaseException:  # noqa: BLE001
+                except BaseException:
                     pass
     return out
 
@@ -709,68 +715,72 @@ def flush_deferred(arms):
                 a.conn.flush()
             except (KeyboardInterrupt, SystemExit):
                 raise
-            except BaseException as e:  # noqa: BLE001
+            except BaseException as e:
                 a.fail("flush", e)
 
 
 def phase_writes(ctx: Ctx, vname: str, select: str, paths, status, big_paths):
     args = ctx.args
-    A = []
+    all_arms = []
     if ctx.use_mv:
         if "imm" not in status:
-            A.append(Arm("mv_imm", "mv", paths[("imm", "write")], "v", vname))
+            all_arms.append(Arm("mv_imm", "mv", paths[("imm", "write")], "v", vname))
         if "def" not in status:
-            A.append(Arm("mv_def", "mv", paths[("def", "write")], "v", vname))
-        A.append(Arm("mv_nov", "mv", copy_db(ctx.base, p(ctx, f"{vname}_nov.db")), None, vname))
-    A.append(Arm("raw", "raw", copy_db(ctx.base, p(ctx, f"{vname}_raw.db")), None, vname))
+            all_arms.append(Arm("mv_def", "mv", paths[("def", "write")], "v", vname))
+        all_arms.append(Arm("mv_nov", "mv", copy_db(ctx.base, p(ctx, f"{vname}_nov.db")), None, vname))
+    all_arms.append(Arm("raw", "raw", copy_db(ctx.base, p(ctx, f"{vname}_raw.db")), None, vname))
     if ctx.use_turso and "tview" not in status:
         remove_db(paths[("tview", "write")])
-        A.append(Arm("t_view", "turso", copy_db(ctx.base, p(ctx, f"{vname}_tview_wr.db")), "v", vname,
-                     create_view_sql("turso", "v", select, None)))
-        A.append(Arm("t_nov", "turso", copy_db(ctx.base, p(ctx, f"{vname}_tnov.db")), None, vname))
-    small = list(A)
+        all_arms.append(Arm("t_view", "turso", copy_db(ctx.base, p(ctx, f"{vname}_tview_wr.db")), "v", vname,
+                            create_view_sql("turso", "v", select, None)))
+        all_arms.append(Arm("t_nov", "turso", copy_db(ctx.base, p(ctx, f"{vname}_tnov.db")), None, vname))
+    small = list(all_arms)
     if ctx.do_big:
-        for tag, key, kind in (("imm1M", "mv_imm_1M", "mv"), ("def1M", "mv_def_1M", "mv"), ("tview1M", "t_view_1M", "turso")):
+        for tag, key, kind in (
+            ("imm1M", "mv_imm_1M", "mv"),
+            ("def1M", "mv_def_1M", "mv"),
+            ("tview1M", "t_view_1M", "turso"),
+        ):
             if tag in big_paths:
-                A.append(Arm(key, kind, big_paths[tag], "v", vname,
-                             create_view_sql("turso", "v", select, None) if kind == "turso" else None))
+                all_arms.append(Arm(key, kind, big_paths[tag], "v", vname,
+                                    create_view_sql("turso", "v", select, None) if kind == "turso" else None))
         if ctx.use_mv:
-            A.append(Arm("mv_nov_1M", "mv", copy_db(ctx.big, p(ctx, f"{vname}_nov1M.db")), None, vname))
-        if ctx.use_turso and "t_view_1M" in [a.key for a in A]:
-            A.append(Arm("t_nov_1M", "turso", copy_db(ctx.big, p(ctx, f"{vname}_tnov1M.db")), None, vname))
-    for a in A:
+            all_arms.append(Arm("mv_nov_1M", "mv", copy_db(ctx.big, p(ctx, f"{vname}_nov1M.db")), None, vname))
+        if ctx.use_turso and "t_view_1M" in [a.key for a in all_arms]:
+            all_arms.append(Arm("t_nov_1M", "turso", copy_db(ctx.big, p(ctx, f"{vname}_tnov1M.db")), None, vname))
+    for a in all_arms:
         try:
             a.open()
         except (KeyboardInterrupt, SystemExit):
             raise
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             a.fail("open", e)
         if a.init_ns is not None:
             log(f"  {vname} {a.key}: CREATE (in measuring connection) took {fmt_t(a.init_ns)}")
-    by = {a.key: a for a in A}
+    by = {a.key: a for a in all_arms}
     corr = {a.key + "@create": check_view(a, select, "right after CREATE (same connection)")
-            for a in A if a.kind == "turso" and a.view and not a.error}
+            for a in all_arms if a.kind == "turso" and a.view and not a.error}
     rng = random.Random(1000 + int(vname[1:]))
     n = args.iters
     warm = args.warmup
     params, upd_pool = gen_write_params(rng, args.rows, n + warm)
     for op, sql in OPS.items():
-        log(f"  {vname}: {n}+{warm} single-row {op} txns x {len([a for a in A if not a.error])} connections")
+        log(f"  {vname}: {n}+{warm} single-row {op} txns x {len([a for a in all_arms if not a.error])} connections")
         ps = params[op]
-        interleave(A, n, warm, op, lambda a, i, sql=sql, ps=ps: timed_write(a.conn, sql, ps[i]))
+        interleave(all_arms, n, warm, op, lambda a, i, sql=sql, ps=ps: timed_write(a.conn, sql, ps[i]))
         t0 = time.time()
-        flush_deferred(A)
+        flush_deferred(all_arms)
         log(f"    ({op} loop done; flush of deferred views took {time.time() - t0:.2f}s)")
     t_chk = time.time()
 
     # sanity: every arm executed the same writes
     counts = {}
-    for a in A:
+    for a in all_arms:
         if a.error:
             continue
         try:
             counts[a.key] = fetch(a.conn, "SELECT count(*) FROM t")[0][0]
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
                 raise
             a.fail("count", e)
@@ -778,12 +788,15 @@ def phase_writes(ctx: Ctx, vname: str, select: str, paths, status, big_paths):
     if len(set(small_counts.values())) > 1:
         problem(f"[{vname}] row counts of t differ between connections after identical writes: {small_counts}")
 
-    corr.update({a.key: check_view(a, select, "after single-row writes") for a in A if a.view and not a.error})
+    corr.update({a.key: check_view(a, select, "after single-row writes") for a in all_arms if a.view and not a.error})
     log(f"    (row-count + view checks took {time.time() - t_chk:.2f}s)")
 
     # ---- report single-row writes
     nov, raw, tnov, tview = by.get("mv_nov"), by["raw"], by.get("t_nov"), by.get("t_view")
-    for mode, key, tgt in (("immediate", "mv_imm", TARGET["write_immediate"]), ("deferred", "mv_def", TARGET["write_deferred"])):
+    for mode, key, tgt in (
+        ("immediate", "mv_imm", TARGET["write_immediate"]),
+        ("deferred", "mv_def", TARGET["write_deferred"]),
+    ):
         arm = by.get(key)
         for op in OPS:
             if not ctx.use_mv:
@@ -811,7 +824,16 @@ def phase_writes(ctx: Ctx, vname: str, select: str, paths, status, big_paths):
             if not ctx.use_mv:
                 continue
             if a100 is None or a1m is None or a100.error or a1m.error:
-                add_row(f"1-row write cost {args.big_rows // 1000}k vs {args.rows // 1000}k rows", vname, mode, "ERROR", "", "", f"<= {TARGET['growth']}x", "NO")
+                add_row(
+                    f"1-row write cost {args.big_rows // 1000}k vs {args.rows // 1000}k rows",
+                    vname,
+                    mode,
+                    "ERROR",
+                    "",
+                    "",
+                    f"<= {TARGET['growth']}x",
+                    "NO",
+                )
                 continue
             rs = {op: ratio(a1m.med(op), a100.med(op)) for op in OPS}
             worst = max(rs.values())
@@ -841,7 +863,7 @@ def phase_writes(ctx: Ctx, vname: str, select: str, paths, status, big_paths):
                 met(worst, TARGET["growth"]),
             )
     # big arms no longer needed
-    for a in A:
+    for a in all_arms:
         if a not in small:
             a.close()
             remove_db(a.path)
@@ -865,7 +887,7 @@ def phase_writes(ctx: Ctx, vname: str, select: str, paths, status, big_paths):
             a.open()
         except (KeyboardInterrupt, SystemExit):
             raise
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             a.fail("reopen", e)
             corr3[a.key] = "reopen failed"
             continue
@@ -876,7 +898,7 @@ def phase_writes(ctx: Ctx, vname: str, select: str, paths, status, big_paths):
     ctx.results.setdefault(vname, {})["arms"] = {
         a.key: {"error": a.error, "median_ns": {k: statistics.median(v) for k, v in a.samples.items() if v},
                 "extra_median_ns": {k: statistics.median(v) for k, v in a.extra.items() if v}}
-        for a in A
+        for a in all_arms
     }
     return corr, corr2, corr3
 
@@ -927,7 +949,7 @@ def phase_deferred_read(ctx, vname, select, by, upd_pool):
                     a.extra["read_flushed" if flushed else "read_pending"].append(dt)
                 except (KeyboardInterrupt, SystemExit):
                     raise
-                except BaseException as e:  # noqa: BLE001
+                except BaseException as e:
                     a.fail("deferred-read phase", e)
             if rnd == 0 and not flushed:
                 # untimed: more pending writes on every arm, then view vs SELECT with deltas pending
@@ -941,7 +963,7 @@ def phase_deferred_read(ctx, vname, select, by, upd_pool):
                                 a.conn.execute(sql, prm)
                     except (KeyboardInterrupt, SystemExit):
                         raise
-                    except BaseException as e:  # noqa: BLE001
+                    except BaseException as e:
                         a.fail("deferred-read phase", e)
                 d = by.get("mv_def")
                 if d is not None and d.error is None:
@@ -961,7 +983,11 @@ def phase_deferred_read(ctx, vname, select, by, upd_pool):
             rp = ms(d, "read_pending")
             tgt = f"<= {TARGET['read_pending_ms']:.0f}ms" if vname == "V2" else "(V2 only)"
             ok = met(rp / 1e6, TARGET["read_pending_ms"]) if vname == "V2" else ""
-            tcell = fmt_t(ms(tv, "read_pending")) + " (no pending: immediate)" if tv and not tv.error else ("n/a" if not tv else "err: " + tv.error)
+            tcell = (
+                fmt_t(ms(tv, "read_pending")) + " (no pending: immediate)"
+                if tv and not tv.error
+                else ("n/a" if not tv else "err: " + tv.error)
+            )
             imm_txt = f"immediate view {fmt_t(ms(im, 'read_pending'))}" if im and not im.error else ""
             add_row(f"read SELECT * after {pend} pending writes", vname, "deferred", fmt_t(rp), imm_txt, tcell, tgt, ok)
             add_row(
@@ -1002,7 +1028,16 @@ def phase_txn10k(ctx, vname, small, by):
             continue
         a = by.get(key)
         if a is None:
-            add_row(f"{args.txn_rows}-row INSERT txn vs no view", vname, mode, "ERROR (CREATE failed)", "", "", f"<= {TARGET['txn10k']}x", "NO")
+            add_row(
+                f"{args.txn_rows}-row INSERT txn vs no view",
+                vname,
+                mode,
+                "ERROR (CREATE failed)",
+                "",
+                "",
+                f"<= {TARGET['txn10k']}x",
+                "NO",
+            )
             continue
         mvc = arm_cell(a, nov, "txn10k")
         r_ = None if a.error or nov.error else ratio(a.med("txn10k"), nov.med("txn10k"))
@@ -1016,7 +1051,16 @@ def phase_txn10k(ctx, vname, small, by):
         else:
             tc = "n/a (no deferred mode)"
         target = TXN10K_V4 if vname == "V4" else TARGET["txn10k"]
-        add_row(f"{args.txn_rows}-row INSERT txn vs no view", vname, mode, mvc, rawc, tc, f"<= {target}x", "NO" if a.error else met(r_, target))
+        add_row(
+            f"{args.txn_rows}-row INSERT txn vs no view",
+            vname,
+            mode,
+            mvc,
+            rawc,
+            tc,
+            f"<= {target}x",
+            "NO" if a.error else met(r_, target),
+        )
 
 
 # --------------------------------------------------------------------------- main
@@ -1065,9 +1109,13 @@ def print_table(args, elapsed):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=100_000, help="base table rows (default 100000)")
-    ap.add_argument("--big-rows", type=int, default=1_000_000, help="rows for the growth test (default 1000000; 0 = skip)")
+    ap.add_argument(
+        "--big-rows", type=int, default=1_000_000, help="rows for the growth test (default 1000000; 0 = skip)"
+    )
     ap.add_argument("--quick", action="store_true", help="skip the big-table growth test, fewer iterations")
-    ap.add_argument("--iters", type=int, default=None, help="single-row txns per op per connection (default 1000, quick 200)")
+    ap.add_argument(
+        "--iters", type=int, default=None, help="single-row txns per op per connection (default 1000, quick 200)"
+    )
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--views", default="V1,V2,V4")
     ap.add_argument("--create-reps", type=int, default=None, help="CREATE/CTAS repetitions (default 5, quick 3, min 2)")
@@ -1107,7 +1155,7 @@ def main(argv=None):
         import importlib.metadata as md
 
         env["turso"] = md.version("pyturso")
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     log(f"env: {env}; tmp={tmp}")
     if MATVIEW_IMPORT_ERROR:
@@ -1137,7 +1185,7 @@ def main(argv=None):
             all_corr[vname] = (c0, c1, c2, c3, status)
         # correctness rows
         for vname, (c0, c1, c2, c3, status) in all_corr.items():
-            def summary(prefix):
+            def summary(prefix, c0=c0, c1=c1, c2=c2, c3=c3):
                 parts = []
                 for label, d in (("create", c0), ("writes", c1), ("10k+flush", c2), ("reopen", c3)):
                     for k, v in d.items():
@@ -1145,7 +1193,7 @@ def main(argv=None):
                             parts.append((label, k, v))
                 return parts
 
-            def cell(prefix, refused_key):
+            def cell(prefix, refused_key, status=status):
                 if prefix == "t_" and not ctx.use_turso:
                     return "n/a"
                 if prefix == "mv_" and not ctx.use_mv:
@@ -1157,19 +1205,37 @@ def main(argv=None):
                 if not parts:
                     return "not checked"
                 if not bad:
-                    return "ok (%d checks)" % len(parts)
+                    return f"ok ({len(parts)} checks)"
                 kinds = sorted({v for _, _, v in bad})
                 where = sorted({lab + ("@create" if k.endswith("@create") else "") for lab, k, _ in bad})
                 return f"{'/'.join(kinds)} in {len(bad)}/{len(parts)} checks: " + ", ".join(where)
 
             mvc = cell("mv_", "imm")
-            add_row("view == SELECT re-run (bag, types)", vname, "both", mvc, "", cell("t_", "tview"), "ok", "yes" if mvc.startswith("ok") else ("NO" if ctx.use_mv else ""))
+            add_row(
+                "view == SELECT re-run (bag, types)",
+                vname,
+                "both",
+                mvc,
+                "",
+                cell("t_", "tview"),
+                "ok",
+                "yes" if mvc.startswith("ok") else ("NO" if ctx.use_mv else ""),
+            )
         wr = ctx.results.get("wrapper")
         if wr:
             for op, rs in wr.items():
                 rs = [r for r in rs if r]
                 if rs:
-                    add_row(f"1-row {op}: matview.connect (no view) vs raw apsw", ",".join(views), "-", " / ".join(f"{r:.2f}x" for r in rs), "", "", "(info)", "")
+                    add_row(
+                        f"1-row {op}: matview.connect (no view) vs raw apsw",
+                        ",".join(views),
+                        "-",
+                        " / ".join(f"{r:.2f}x" for r in rs),
+                        "",
+                        "",
+                        "(info)",
+                        "",
+                    )
     finally:
         elapsed = time.time() - t_start
         env["loadavg_end"] = os.getloadavg()
@@ -1177,12 +1243,17 @@ def main(argv=None):
         print()
         print(
             f"matview core benchmark: rows={args.rows} big_rows={'skipped' if not ctx.do_big else args.big_rows} "
-            f"iters={args.iters} warmup={args.warmup} | python {env['python']} apsw {env['apsw']} sqlite {env['sqlite']} "
-            f"pyturso {env['turso']} | cpus={env['cpus']} load {env['loadavg_start'][0]:.2f}->{env['loadavg_end'][0]:.2f} | "
+            f"iters={args.iters} warmup={args.warmup} | "
+            f"python {env['python']} apsw {env['apsw']} sqlite {env['sqlite']} "
+            f"pyturso {env['turso']} | cpus={env['cpus']} "
+            f"load {env['loadavg_start'][0]:.2f}->{env['loadavg_end'][0]:.2f} | "
             f"{elapsed:.0f}s"
         )
-        print("Ratios are medians(with view)/medians(baseline) measured interleaved in one process. "
-              "'no view' baseline = matview.connect on an identical DB without the view; Turso ratio = Turso view / Turso no view.")
+        print(
+            "Ratios are medians(with view)/medians(baseline) measured interleaved in one process. "
+            "'no view' baseline = matview.connect on an identical DB without the view; "
+            "Turso ratio = Turso view / Turso no view."
+        )
         print_table(args, elapsed)
         if TURSO_NOTES:
             print("\nTurso notes (refusals / crashes / wrong results):")

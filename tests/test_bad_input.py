@@ -753,7 +753,7 @@ def test_dropping_a_view_a_cursor_still_reads_says_so(tmp_path: Path) -> None:
     conn.execute("INSERT INTO t(x) VALUES (1), (2)")
     conn.execute("CREATE MATERIALIZED VIEW v AS SELECT x FROM t")
     cursor = conn.execute("SELECT * FROM v")
-    with pytest.raises(matview.Error, match="still reads it.*close the open cursors"):
+    with pytest.raises(matview.Error, match=r"still reads it.*close the open cursors"):
         conn.execute("DROP MATERIALIZED VIEW v")
     del cursor
     conn.execute("DROP MATERIALIZED VIEW v")

@@ -1,8 +1,8 @@
 """Set operations whose arms aggregate, are DISTINCT, read subqueries or outer joins, or read
 the query's CTEs (issue 6): each such arm is an internal node (`nodes._arm_nodes`), and the
 set operation combines the nodes' rows. A set operation as a derived table, a CTE or under
-IN is a node as well, read as a materialized view (its columns converted alike). Differential, both modes, several tables per
-transaction, rollback, reopen, a stock `sqlite3` writer; DROP leaves nothing behind."""
+IN is a node as well, read as a materialized view (its columns converted alike). Differential, both modes, several
+tables per transaction, rollback, reopen, a stock `sqlite3` writer; DROP leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -61,7 +61,8 @@ VIEWS = {
         "UNION ALL SELECT order_id FROM refunds)"
     ),
     "not_in_except": (
-        "SELECT id, region FROM customers WHERE id NOT IN (SELECT customer_id FROM orders EXCEPT SELECT order_id FROM refunds)"
+        "SELECT id, region FROM customers "
+        "WHERE id NOT IN (SELECT customer_id FROM orders EXCEPT SELECT order_id FROM refunds)"
     ),
     # unaliased: the column is named by the user's text, not by the node's rewrite
     "in_intersect_unaliased": (
@@ -188,7 +189,9 @@ MIXED = {
     "intersect_union_all": (
         "SELECT customer_id FROM orders INTERSECT SELECT id FROM customers UNION ALL SELECT order_id FROM refunds"
     ),
-    "union_union_all": "SELECT customer_id FROM orders UNION SELECT id FROM customers UNION ALL SELECT order_id FROM refunds",
+    "union_union_all": (
+        "SELECT customer_id FROM orders UNION SELECT id FROM customers UNION ALL SELECT order_id FROM refunds"
+    ),
     "except_intersect_union": (
         "SELECT id FROM customers EXCEPT SELECT order_id FROM refunds INTERSECT SELECT customer_id FROM orders "
         "UNION SELECT amount FROM refunds WHERE amount < 5"

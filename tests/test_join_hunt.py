@@ -168,7 +168,7 @@ def test_a_view_column_of_a_user_collation_never_blocks_opening_the_file(tmp_pat
     conn = matview.connect(path)
     try:
         conn.execute("INSERT INTO a(k) VALUES ('cc')")
-        with pytest.raises(matview.Error, match="(?i)collation rev.*create_collation"):
+        with pytest.raises(matview.Error, match=r"(?i)collation rev.*create_collation"):
             conn.execute("SELECT * FROM v").fetchall()
         conn.create_collation("rev", _reverse)
         assert_view_matches(conn, "v", sql)

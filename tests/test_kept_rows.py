@@ -158,5 +158,5 @@ def test_a_read_only_connection_on_a_format_2_file_says_why(tmp_path: Path) -> N
 
     raw = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     conn = matview.install(raw)
-    with pytest.raises(matview.Error, match="older matview.*writable matview connection"):
+    with pytest.raises(matview.Error, match=r"older matview.*writable matview connection"):
         conn.execute("SELECT * FROM ex").fetchall()

@@ -54,7 +54,8 @@ VIEWS = {
     ),
     "case_over_padding": (
         "SELECT c.id, CASE WHEN t.m IS NULL THEN 'none' WHEN t.m > 5 THEN 'big' ELSE 'small' END AS size "
-        "FROM customers c LEFT JOIN (SELECT customer_id, max(CAST(amount AS REAL)) AS m FROM orders GROUP BY customer_id) t "
+        "FROM customers c "
+        "LEFT JOIN (SELECT customer_id, max(CAST(amount AS REAL)) AS m FROM orders GROUP BY customer_id) t "
         "ON t.customer_id = c.id"
     ),
 }

@@ -226,7 +226,7 @@ def test_stale_shadow_read_through_raw_apsw_says_no_such_view(path: Path) -> Non
     # and SQLite cannot re-read main's schema while preparing a statement on temp only
     # (a shadow view names the dropped stored table: SQLite refuses it when it prepares the
     # statement again; a shadow virtual table refuses in its callback)
-    with pytest.raises((matview.SchemaChanged, apsw.SQLError), match="another connection changed|no such table"):
+    with pytest.raises((matview.SchemaChanged, apsw.SQLError), match=r"another connection changed|no such table"):
         second.apsw.execute("SELECT * FROM temp.gone").fetchall()
     second.execute("SELECT 1").fetchall()
     assert not second.apsw.execute("SELECT name FROM temp.sqlite_master").fetchall()

@@ -117,14 +117,17 @@ def test_ordered_limits_follow_every_write(tmp_path: Path, seed: int) -> None:
 
 
 REFUSED = {
-    "ties on created": "SELECT id, (SELECT score FROM posts WHERE user_id = users.id ORDER BY created LIMIT 1) FROM users",
+    "ties on created": (
+        "SELECT id, (SELECT score FROM posts WHERE user_id = users.id ORDER BY created LIMIT 1) FROM users"
+    ),
     "a term an alias names": (
         "SELECT id, (SELECT created AS id FROM posts WHERE user_id = users.id ORDER BY id LIMIT 1) FROM users"
     ),
     "top N without an order": "SELECT id FROM users WHERE id IN (SELECT user_id FROM posts LIMIT 3)",
     # a second reviewer's findings, each a wrong view before
     "a derived table beside the key's table": (
-        "SELECT id, (SELECT x.v FROM posts, (SELECT v FROM marks) AS x WHERE x.v > 0 ORDER BY posts.id LIMIT 1) FROM users"
+        "SELECT id, (SELECT x.v FROM posts, (SELECT v FROM marks) AS x WHERE x.v > 0 ORDER BY posts.id LIMIT 1) "
+        "FROM users"
     ),
     "a lookup beside a derived table": (
         "SELECT id, (SELECT x.v FROM posts, (SELECT v FROM marks) AS x WHERE posts.id = users.id) FROM users"
@@ -148,6 +151,6 @@ def test_orders_with_ties_stay_refused(tmp_path: Path, sql: str) -> None:
     ]
     for statement in [*SCHEMA, *extra]:
         conn.execute(statement)
-    with pytest.raises(matview.UnsupportedQuery, match="LIMIT|several rows"):
+    with pytest.raises(matview.UnsupportedQuery, match=r"LIMIT|several rows"):
         conn.execute(f"CREATE MATERIALIZED VIEW v AS {sql}")
     assert conn.views() == []

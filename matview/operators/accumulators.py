@@ -8,7 +8,8 @@ multiset of values and feed the inner aggregate only on 0↔positive transitions
 (the distinct rule of Prop. 4.7 applied per group). GROUP_CONCAT keeps the values
 ordered by base rowid, the order SQLite's table scan produces; with DISTINCT it shows each
 value's first occurrence in that order, and with ORDER BY it sorts them (SQLite's sort is
-stable: ties stay in scan order), so each entry then also holds the compared values.
+stable: ties stay in scan order), so each entry then also holds the compared values. Over a
+join (ORDER BY required, deciding the text of ties) an entry is keyed by its values.
 
 Sums are exact: integers as Python ints, reals as integers scaled by 2**1074 (every
 double is a multiple of 2**-1074), so subtraction never drifts. The result is the
@@ -246,7 +247,10 @@ class Accumulator:
             return acc  # every SQLite aggregate ignores NULL arguments
         if func == "group_concat":
             # (with DISTINCT or ORDER BY, `value` is the text and the values compared: `Aggregate.step`)
-            store.adjust(self.op, key, rowid, pack(value) if isinstance(value, tuple) else value, weight)
+            value = pack(value) if isinstance(value, tuple) else value
+            # over a join, no row identity: an entry is keyed by its values, its weight counts
+            # the equal rows (the ORDER BY, which decides the text of ties, sorts them)
+            store.adjust(self.op, key, value if rowid is None else rowid, value, weight)
             return acc
         if spec.distinct:
             # (a NOCASE/RTRIM COUNT(DISTINCT …) keeps each class under its canonical spelling)

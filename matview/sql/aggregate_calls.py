@@ -42,6 +42,12 @@ class AggregateCalls:
     def normalized(self, tokens: tuple[Token, ...] | list[Token]) -> tuple[tuple[str, str], ...]:
         raise NotImplementedError  # (`SelectList`)
 
+    def value_class(self, tokens: tuple[Token, ...]) -> str:
+        raise NotImplementedError  # (`SelectList`)
+
+    def reads_only(self, tokens: tuple[Token, ...], occurrences: set[int]) -> bool:
+        raise NotImplementedError  # (`SelectList`)
+
     def add_stage1(self, text: str) -> int:
         self.stage1.append(text)
         return len(self.stage1) - 1
@@ -118,6 +124,35 @@ class AggregateCalls:
             self.bare_columns[len(self.aggs) - 1] = typed
         return self.agg_keys[key]
 
+    def _order_decides_text(self, arg: Span, terms: list[Span]) -> bool:
+        """Whether rows that GROUP_CONCAT's ORDER BY `terms` leave tied always concatenate the
+        same text (then the join's loop order, which breaks SQLite's ties, cannot show): a term
+        is the argument itself, compared under BINARY, whose equal values are identical (typed
+        column, one storage class); or it is the INTEGER PRIMARY KEY (rowid) of the one table
+        the argument reads — tied rows are one row of that table, joined to several others."""
+        written = self.normalized(arg.tokens)
+        for term in terms:
+            tokens = term.tokens
+            words = [t.text.upper() for t in tokens]
+            if len(words) > 2 and words[-2] == "NULLS":
+                tokens = tokens[:-2]
+            if tokens and tokens[-1].text.upper() in ("ASC", "DESC"):
+                tokens = tokens[:-1]
+            if self.normalized(tokens) == written and self.collation_of(tokens) == "BINARY":
+                ref = self.column_of(tokens)
+                if (ref is not None and (ref.column is None or has_one_variant(ref.column.decltype, "BINARY"))) or (
+                    self.value_class(tokens)
+                ):
+                    return True
+            ref = self.column_of(tokens)
+            if ref is None:
+                continue
+            table = self.source.occurrences[ref.occurrence].table
+            is_key = ref.column is None or (table.has_rowid and fold(ref.column.name) == fold(table.ipk or ""))
+            if is_key and not table.materialized and self.reads_only(arg.tokens, {ref.occurrence}):
+                return True
+        return False
+
     def _split_order_by(self, call: AggregateCall) -> tuple[list[Span], list[Span]]:
         """An aggregate call's arguments, and the terms of the ORDER BY written after the last
         (`group_concat(x, ';' ORDER BY a, b)`: the top-level commas also cut the terms apart)."""
@@ -169,11 +204,17 @@ class AggregateCalls:
             if call.distinct and order_terms:
                 # (SQLite sorts first, then drops repeats: which of 1 and 1.0 it keeps is not the first met)
                 raise UnsupportedQuery("GROUP_CONCAT(DISTINCT … ORDER BY …) is not supported yet")
-            if self.source.is_join:
-                raise UnsupportedQuery("GROUP_CONCAT over a join: its order is the join's loop order, unspecified")
+            if self.source.is_join and (call.distinct or not self._order_decides_text(args[0], order_terms)):
+                raise UnsupportedQuery(
+                    f"{call.name.upper()} over a join without an ORDER BY that decides it: rows it leaves "
+                    "tied come in the join's loop order (order by the value itself, under BINARY, or by "
+                    "the INTEGER PRIMARY KEY of the table it reads)"
+                )
             table = self.source.occurrences[0].table
             stored = primary_key_order(self.conn, table)  # (WITHOUT ROWID: scanned in key order)
-            if table.ipk is None and not stored:
+            if self.source.is_join:
+                pass  # (each entry is keyed by its values: `Accumulator.update`)
+            elif table.ipk is None and not stored:
                 raise UnsupportedQuery(
                     f"GROUP_CONCAT on table {table.name}, which has no INTEGER PRIMARY KEY: its order "
                     "follows rowids that VACUUM may renumber"
@@ -216,7 +257,7 @@ class AggregateCalls:
                 self.extreme_columns[extreme] = (arg_index, filter_index)
         compared = self.add_stage1(args[0].text) if func == "group_concat" and call.distinct else None
         order = tuple(self._order_term(term, where) for term in order_terms)
-        if func == "group_concat":
+        if func == "group_concat" and not self.source.is_join:
             # a WITHOUT ROWID table is met in its key's order: the concatenation's (its ties')
             alias = quote(self.source.occurrences[0].alias)
             order += tuple(

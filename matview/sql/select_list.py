@@ -271,7 +271,7 @@ class SelectList(AggregateCalls):
                             ref = self.column_of(side)
                             if ref is None or ref.occurrence != index or ref.column is None:
                                 continue
-                            if self._reads_only(other, found):
+                            if self.reads_only(other, found):
                                 bound.add(fold(ref.column.name))
                 if key <= bound:
                     more.add(index)
@@ -279,7 +279,7 @@ class SelectList(AggregateCalls):
                 return found - keyed
             found |= more
 
-    def _reads_only(self, tokens: tuple[Token, ...], occurrences: set[int]) -> bool:
+    def reads_only(self, tokens: tuple[Token, ...], occurrences: set[int]) -> bool:
         """Whether an expression reads columns, and only columns of `occurrences` (no subquery)."""
         if _inside_subqueries(tokens):
             return False

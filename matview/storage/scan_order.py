@@ -35,7 +35,7 @@ _BACKWARD_OPCODES = {"Prev", "Last", "SeekLT", "SeekLE"}
 def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | None:
     """Why SQLite's GROUP_CONCAT order for the view `sql`, or the row its bare columns come
     from, is not the rowid order matview keeps (how it reads the aggregated table), or None."""
-    concatenates = any(a.func == "group_concat" for a in plan.aggs)
+    concatenates = _concatenates_in_scan_order(plan)
     by_rowid = plan.extreme_row and not plan.extreme_unique  # (a unique extreme row: any order meets it)
     if not (concatenates or by_rowid) or not plan.sources or plan.upstreams:
         return None  # (over a materialized view: EXPLAIN would read the view's module again)
@@ -81,7 +81,13 @@ def follows_scan_order(plan: Plan) -> bool:
     """Whether what a view shows depends on the order SQLite meets a group's rows in (which
     matview's own indexes must not change: `indexes.create_index`)."""
     by_rowid = plan.extreme_row and not plan.extreme_unique
-    return any(a.func == "group_concat" for a in plan.aggs) or by_rowid or shows_first_rows(plan)
+    return _concatenates_in_scan_order(plan) or by_rowid or shows_first_rows(plan)
+
+
+def _concatenates_in_scan_order(plan: Plan) -> bool:
+    """A GROUP_CONCAT over one table (kept in rowid order); over a join, its ORDER BY decides
+    the text, whatever the order (`AggregateCalls._order_decides_text`)."""
+    return any(a.func == "group_concat" for a in plan.aggs) and plan.rowid_column is not None
 
 
 def shows_first_rows(plan: Plan) -> bool:
