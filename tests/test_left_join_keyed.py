@@ -33,6 +33,12 @@ VIEWS = {
     "composite": "SELECT c.id, x.b, x.v FROM c LEFT JOIN (SELECT a, b, v FROM w WHERE v IS NOT NULL) x ON x.a = c.id",
     "chain": "SELECT c.id, o.id, x.v FROM c LEFT JOIN (SELECT * FROM o) o ON o.cid = c.id "
     "LEFT JOIN (SELECT * FROM w) x ON x.a = o.cid AND x.v = o.u",
+    # the first table of the LEFT JOIN a keyed derived table (`active_products p LEFT JOIN …`)
+    "first_view": "SELECT recent.id, recent.day, c.name FROM recent LEFT JOIN c ON c.id = recent.cid",
+    "first_subquery": "SELECT x.id, count(o.id) FROM (SELECT * FROM c WHERE city = 'x') x "
+    "LEFT JOIN o ON o.cid = x.id GROUP BY x.id",
+    "first_beside_aggregate": "SELECT x.id, t.total FROM (SELECT id, name FROM c WHERE name = 'a') x "
+    "LEFT JOIN (SELECT cid, sum(amount) AS total FROM o GROUP BY cid) t ON t.cid = x.id",
 }
 
 
@@ -81,6 +87,9 @@ def test_left_join_to_a_keyed_derived_table(tmp_path: Path, seed: int) -> None:
         "SELECT c.id, x.v FROM c LEFT JOIN (SELECT * FROM n3) x ON x.cid = c.id",
         # a RIGHT JOIN
         "SELECT o.id, c.name FROM (SELECT * FROM c WHERE city = 'x') c RIGHT JOIN o ON o.cid = c.id",
+        # first, without its key, beside an aggregating one (named, not the node beside it)
+        "SELECT x.name, t.total FROM (SELECT name FROM c) x "
+        "LEFT JOIN (SELECT cid, sum(amount) AS total FROM o GROUP BY cid) t ON t.cid = x.name",
     ],
 )
 def test_left_join_to_a_derived_table_without_a_key_is_refused(tmp_path: Path, select: str) -> None:

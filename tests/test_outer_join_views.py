@@ -82,6 +82,9 @@ def test_plain_views_with_a_subquery_or_distinct_read_by_a_view(tmp_path):
     views = {
         "per_user": "SELECT user_id, sum(n_comments) FROM post_stats GROUP BY user_id",
         "commented": "SELECT * FROM post_stats WHERE n_comments > 0",
+        # "materialize my existing view", as it is (hunt 21's M6: refused before)
+        "as_it_is": "SELECT * FROM post_stats",
+        "distinct_as_it_is": "SELECT * FROM authors",
         "joined": "SELECT a.user_id, count(*) FROM authors a JOIN posts p ON p.user_id = a.user_id GROUP BY a.user_id",
     }
 
@@ -101,6 +104,8 @@ def test_plain_views_with_a_subquery_or_distinct_read_by_a_view(tmp_path):
     conn.execute("CREATE VIEW post_stats AS SELECT id, user_id, 0 AS n_comments FROM posts")
     with pytest.raises(matview.Error, match="post_stats it reads was redefined"):
         conn.execute("SELECT * FROM per_user_imm").fetchall()
+    with pytest.raises(matview.Error, match="post_stats it reads was redefined"):
+        conn.execute("SELECT * FROM as_it_is_imm").fetchall()
 
 
 def test_a_plain_view_joining_an_aggregating_view(tmp_path):

@@ -122,12 +122,18 @@ def plain_view_body(
 
 
 def plain_view_needs_a_node(conn: apsw.Connection, item: FromItem, ctes: dict[str, Cte]) -> bool:
-    """A plain view (not a CTE of that name) whose body has an outer join, or joins an
-    aggregating view or CTE: `SELECT * FROM` it needs a node (the inline pass cannot flatten it)."""
+    """A plain view (not a CTE of that name) whose body has an outer join, a subquery in an
+    expression, DISTINCT, or joins an aggregating view or CTE: `SELECT * FROM` it needs a node (the inline
+    pass cannot flatten it) — "materialize my existing view" as it is."""
     if plain_view_body(conn, item, ctes) is None:
         return False
     body = view_parts(plain_view_sql(conn, item.name or "") or "")[2]  # (as written: before any renaming)
-    return has_outer_join(body) or (joins(body) and reads_aggregating_cte(body, {}, conn=conn))
+    return (
+        has_outer_join(body)
+        or has_expression_subquery(body)
+        or shape(body)[0]  # (DISTINCT)
+        or (joins(body) and reads_aggregating_cte(body, {}, conn=conn))
+    )
 
 
 def derived_select(conn: apsw.Connection, item: FromItem, prefix: str, ctes: dict[str, Cte]) -> tuple[str, str] | None:

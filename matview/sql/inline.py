@@ -29,7 +29,7 @@ from sqlglot.tokens import TokenType
 
 from matview import names
 from matview.errors import Error, UnsupportedQuery
-from matview.names import fold, quote
+from matview.names import fold, is_node, quote
 from matview.sql.from_items import (
     OUTER_WORDS,
     Cte,
@@ -173,6 +173,13 @@ class _Inliner:
     def _plain_view(self, name: str) -> str | None:
         return plain_view_sql(self.conn, name)
 
+    def _is_derived(self, reference: FromItem, ctes: dict[str, Cte]) -> bool:
+        """Whether a FROM item is a FROM-subquery, a CTE or a plain view (not a table, not a node)."""
+        if reference.body is not None:
+            return True
+        name = reference.name or ""
+        return not is_node(name) and (fold(name) in ctes or self._plain_view(name) is not None)
+
     def needs_flattening(self, sql: str, ctes: dict[str, Cte]) -> bool:
         tokens = tokenize(sql)
         if tokens and tokens[0].kind == TokenType.WITH:
@@ -220,12 +227,15 @@ class _Inliner:
         items: list[_Item] = []
         conditions: list[str] = []
         ons: list[Span] = []
-        for reference in read_from_items(sql, list(clauses.from_.tokens), check=True):
+        references = read_from_items(sql, list(clauses.from_.tokens), check=True)
+        for reference in references:
             if any(t.kind in OUTER_WORDS for t in reference.joined_by):
+                # (named as the user wrote it: the derived table, not an internal node beside it)
+                derived = [r for r in references if self._is_derived(r, ctes)]
                 raise UnsupportedQuery(
-                    f"an outer join with a FROM-subquery, CTE or view{where} is not supported yet (a LEFT JOIN "
-                    "to one that aggregates, or keeps its one table's primary key among its columns, is): "
-                    f"{reference.text}"
+                    f"an outer join with a FROM-subquery, CTE or view{where} is not supported yet (one that "
+                    "aggregates, or keeps its one table's primary key among its columns, is): "
+                    f"{(derived[0] if derived else reference).text}"
                 )
             item = self._item(reference, ctes, prefix, depth)
             natural = any(t.kind == TokenType.NATURAL for t in reference.joined_by)

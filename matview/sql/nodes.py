@@ -347,7 +347,8 @@ def _from_nodes(
         inside_outer = derived and has_outer_join(inner)  # (a materialized view is read as a source)
         keyed = (
             left_joins_only
-            and any(t.kind == TokenType.LEFT for t in item.joined_by)
+            # (joined by a LEFT JOIN, or the first item, whose rows the LEFT JOINs keep)
+            and (any(t.kind == TokenType.LEFT for t in item.joined_by) or item is items[0])
             and not (distinct or aggregates or subquery or compound)
             and keeps_a_key(conn, inner)
         )
