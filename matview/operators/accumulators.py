@@ -212,6 +212,10 @@ class Accumulator:
         #: False for a MIN/MAX that reads another aggregate's multiset of the same values
         #: (`aggregate.multiset_ops`): that one writes it, this one only re-seeks in it
         self.owns_multiset = owns_multiset
+        #: a MIN/MAX under NOCASE/RTRIM (beside another, or with FILTER: `AggregateCalls.aggregate`)
+        #: shows the first spelling of its extreme class in rowid order: its multiset is keyed
+        #: by (class, rowid) and holds each row's own value (`bare_columns` keeps the lone one's)
+        self.collated = self.func in ("min", "max") and not spec.distinct and spec.collation != "BINARY"
 
     def initial(self) -> Any:
         if self.func == "count":
@@ -224,7 +228,8 @@ class Accumulator:
 
     def mergeable(self) -> bool:
         """Whether `merge` can combine two partial states (a partitioned CREATE)."""
-        return not self.spec.distinct and self.func in ("count", "sum", "total", "avg", "min", "max")
+        plain = not self.spec.distinct and not self.collated
+        return plain and self.func in ("count", "sum", "total", "avg", "min", "max")
 
     def merge(self, a: Any, b: Any) -> Any:
         """The accumulator of two disjoint bags of rows, from theirs: COUNT and the sums add
@@ -270,6 +275,11 @@ class Accumulator:
         # min / max: only deleting the current extreme needs the entry's remaining weight
         cached, stale = acc
         descending = func == "max"
+        if self.collated:
+            # (MAX: the greatest class's least rowid comes first in descending (class, ~rowid))
+            order = ~rowid if descending else rowid
+            store.adjust(self.op, key, canonical(value, spec.collation), value, weight, order)
+            return [None, True]
         if not self.owns_multiset:
             # the owner writes the value (it comes first in the row); a deletion re-seeks
             if weight < 0 or _ties(value, cached):
@@ -306,6 +316,8 @@ class Accumulator:
             return SumState.avg(acc)
         if func in ("min", "max"):
             cached, stale = acc
+            if self.collated:
+                return store.first_entry(self.op, key, descending=func == "max")
             if stale:
                 cached = store.first(self.op, key, descending=func == "max")
                 if cached is TIED:

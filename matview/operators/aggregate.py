@@ -28,14 +28,15 @@ EMPTY_KEY = group_key((), ())
 
 def multiset_ops(plan: Plan) -> list[int]:
     """Per aggregate, the operator id of its ordered multiset: its own (position + 1), but
-    MIN and MAX of one argument under one FILTER keep the same values, so the later ones read
-    the first one's multiset (`MIN(x), MAX(x)` store and update every value once, not twice).
+    MIN and MAX of one argument under one FILTER keep the same values (under BINARY: a collated
+    one keeps its own, by (class, rowid)), so the later ones read the first one's multiset
+    (`MIN(x), MAX(x)` store and update every value once, not twice).
     The front end gives them one stage-1 column (`SelectList.aggregate`); plans stored before
     gave each its own, and keep a multiset each."""
     first: dict[tuple[Any, Any], int] = {}
     ops = []
     for index, spec in enumerate(plan.aggs):
-        if spec.func in ("min", "max") and not spec.distinct:
+        if spec.func in ("min", "max") and not spec.distinct and spec.collation == "BINARY":
             ops.append(first.setdefault((spec.arg, spec.filter), index + 1))
         else:
             ops.append(index + 1)

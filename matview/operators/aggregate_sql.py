@@ -48,6 +48,8 @@ def eligible(aggregate: Aggregate) -> bool:
         plan.exact_groups
         and not plan.extreme_row  # (the extreme row is kept row by row: `bare_columns`)
         and all(a.func in _SQL_FUNCS and not a.distinct for a in plan.aggs)
+        # (a MIN/MAX under NOCASE/RTRIM keeps its rows by (class, rowid): `Accumulator.collated`)
+        and not any(a.func in ("min", "max") and a.collation != "BINARY" for a in plan.aggs)
     )
 
 

@@ -31,6 +31,7 @@ class AggregateCalls:
     stage1: list[str]
     bare_refusal: str | None
     unique_extreme: bool
+    rowid_ordered: bool
     bare_columns: dict[int, tuple[str, str]]
 
     def column_of(self, tokens: tuple[Token, ...]) -> ColumnRef | None:
@@ -100,6 +101,14 @@ class AggregateCalls:
             )
         else:
             self.bare_refusal = None
+        # (a MIN/MAX under NOCASE/RTRIM, beside another: each keeps its rows by (class, rowid))
+        self.rowid_ordered = (
+            not self.source.is_join
+            and len(occurrences) == 1
+            and not has_subquery
+            and not occurrences[0].table.materialized
+            and occurrences[0].table.ipk is not None
+        )
 
     def _extreme_is_unique(self, extreme: AggregateCall) -> bool:
         """Whether MIN/MAX of a column over plain GROUP BY columns that, with it, hold a NOT NULL
@@ -239,12 +248,16 @@ class AggregateCalls:
             counted = func in ("count", "group_concat") and call.distinct
             # MIN/MAX of NOCASE email: SQLite keeps the first spelling of the least class it meets,
             # which the kept extreme row is (`operators.bare_columns`) where bare columns could be
-            witnessed = func in ("min", "max") and not call.distinct and self.bare_refusal is None
+            # (beside another MIN/MAX or with FILTER, each keeps its own rows by (class, rowid):
+            # `Accumulator.update`)
+            witnessed = func in ("min", "max") and not call.distinct and (
+                self.bare_refusal is None or self.rowid_ordered
+            )
             if collation != "BINARY" and not (counted or witnessed):
                 raise UnsupportedQuery(f"{where} over a {collation}-collated value is not supported yet")
         arg_index = filter_index = None
         extreme = (args[0].text, call.filter.text if call.filter is not None else None) if args else None
-        if func in ("min", "max") and not call.distinct and extreme in self.extreme_columns:
+        if func in ("min", "max") and not call.distinct and collation == "BINARY" and extreme in self.extreme_columns:
             # MIN(x) beside MAX(x): one stage-1 column, so they share one ordered multiset
             arg_index, filter_index = self.extreme_columns[extreme]
         else:
@@ -253,7 +266,7 @@ class AggregateCalls:
                 arg_index = self.add_stage1(f"CAST(({text}) AS TEXT)" if func == "group_concat" else text)
             if call.filter is not None:
                 filter_index = self.add_stage1(f"CASE WHEN ({call.filter.text}) THEN 1 ELSE 0 END")
-            if func in ("min", "max") and not call.distinct and extreme is not None:
+            if func in ("min", "max") and not call.distinct and collation == "BINARY" and extreme is not None:
                 self.extreme_columns[extreme] = (arg_index, filter_index)
         compared = self.add_stage1(args[0].text) if func == "group_concat" and call.distinct else None
         order = tuple(self._order_term(term, where) for term in order_terms)

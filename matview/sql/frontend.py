@@ -327,7 +327,7 @@ def build_plan(
     extreme_spelling = extreme_row and spelled
     extreme_unique = extreme_row and builder.unique_extreme
     concat = any(a.func == "group_concat" for a in builder.aggs) and not source.is_join  # (a join's: by values)
-    if (extreme_row and not extreme_unique) or concat:
+    if (extreme_row and not extreme_unique) or concat or (collated and not extreme_row):
         first = source.occurrences[0]
         key = primary_key_order(conn, first.table)
         # (a WITHOUT ROWID row's identity: its key, as exact text — `accumulators` only needs it unique)

@@ -63,6 +63,9 @@ class SelectList(AggregateCalls):
         #: the one MIN/MAX's row is the group's only extreme row: its argument and the GROUP BY
         #: columns hold a NOT NULL key of the table (no ties, no NULLs: any scan order meets it)
         self.unique_extreme = False
+        #: one rowid table with an INTEGER PRIMARY KEY, read in rowid order, no subquery: a
+        #: MIN/MAX under NOCASE/RTRIM can keep its rows by (class, rowid) (`allow_bare_columns`)
+        self.rowid_ordered = False
         #: per "bare" aggregate: the declared type and collation of the column it reads
         self.bare_columns: dict[int, tuple[str, str]] = {}
 

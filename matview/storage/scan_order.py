@@ -22,7 +22,7 @@ import apsw
 
 from matview.errors import Error
 from matview.names import PREFIX, fold, quote
-from matview.plan import Plan
+from matview.plan import AggSpec, Plan
 from matview.sql.sqltext import Token, split_alias, split_clauses, split_top_level, tokenize
 from matview.sql.validate import one_statement
 from matview.storage.schema import TableInfo, read_table
@@ -37,6 +37,8 @@ def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | N
     from, is not the rowid order matview keeps (how it reads the aggregated table), or None."""
     concatenates = _concatenates_in_scan_order(plan)
     by_rowid = plan.extreme_row and not plan.extreme_unique  # (a unique extreme row: any order meets it)
+    collated = _collated_extremes(plan)
+    by_rowid = by_rowid or bool(collated)
     if not (concatenates or by_rowid) or not plan.sources or plan.upstreams:
         return None  # (over a materialized view: EXPLAIN would read the view's module again)
     try:
@@ -58,17 +60,24 @@ def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | N
     if by_rowid:
         extreme = next((a for a in plan.aggs if a.func in ("min", "max")), None)
         bare = [a.sql for a in plan.aggs if a.func == "bare"]
-        if bare:
+        if collated:
+            extreme = collated[0]
+            what = "the spelling of"  # (its extreme class's first in that order)
+        elif bare:
             what = f"column {_as_written(bare[0])}"
         elif plan.has_group_by:
             what = "the spelling of a GROUP BY value"
         else:
             what = "the spelling"  # (of a MIN/MAX under NOCASE/RTRIM)
-        argument = _argument_column(extreme.sql) if extreme is not None else None
-        allowed = grouped | ({argument} if argument is not None else set()) if plan.has_group_by else set()
+        arguments = {_argument_column(a.sql) for a in collated} or {
+            _argument_column(extreme.sql) if extreme is not None else None
+        }
+        found = {a for a in arguments if a is not None}
+        allowed = grouped | found if plan.has_group_by else set()
         how = _reordering_scan(conn, plan, table, sql, allowed)
         if how is not None:
-            beside = f"beside {_as_written(extreme.sql)}" if extreme is not None else "of an aggregate"
+            beside = "of an aggregate" if extreme is None else _as_written(extreme.sql)
+            beside = beside if collated or extreme is None else f"beside {beside}"
             row = "first extreme row" if extreme is not None else "first row of each group"
             return (
                 f"{what} {beside}: SQLite reads {plan.sources[0]} {how}, and takes it from the {row} it meets in "
@@ -80,8 +89,16 @@ def concat_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | N
 def follows_scan_order(plan: Plan) -> bool:
     """Whether what a view shows depends on the order SQLite meets a group's rows in (which
     matview's own indexes must not change: `indexes.create_index`)."""
-    by_rowid = plan.extreme_row and not plan.extreme_unique
+    by_rowid = (plan.extreme_row and not plan.extreme_unique) or bool(_collated_extremes(plan))
     return _concatenates_in_scan_order(plan) or by_rowid or shows_first_rows(plan)
+
+
+def _collated_extremes(plan: Plan) -> list[AggSpec]:
+    """MIN/MAX calls under NOCASE/RTRIM that keep their own rows by (class, rowid) — beside
+    another MIN/MAX (`Accumulator.collated`; a lone one keeps the extreme row, `extreme_row`)."""
+    if plan.extreme_row:
+        return []
+    return [a for a in plan.aggs if a.func in ("min", "max") and not a.distinct and a.collation != "BINARY"]
 
 
 def _concatenates_in_scan_order(plan: Plan) -> bool:
