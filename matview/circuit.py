@@ -28,7 +28,7 @@ from matview.delta_terms import DeltaTerms, Ranges
 from matview.evaluator import Evaluator
 from matview.keys import group_key, row_key, row_of
 from matview.names import quote
-from matview.operators import aggregate_sql, partition
+from matview.operators import aggregate_sql, partition, whole
 from matview.operators.aggregate import Aggregate
 from matview.operators.distinct import Distinct
 from matview.operators.set_operation import SetOperation
@@ -154,6 +154,8 @@ class Circuit:
         ranges = {table: span for table, span in ranges.items() if table in self.delta_terms.tables}
         if not ranges:
             return ZSet()
+        if self.plan.whole:
+            return whole.whole_delta(conn, self.view, self.plan.whole)
         if self.plan.root_recompute:
             return self.step(partition.root_delta(conn, self.delta_terms, ranges, store), store)
         applied = store.writable
@@ -169,6 +171,8 @@ class Circuit:
         None when the view's rows were written straight into its table by SQLite."""
         if self.plan.root_recompute:
             return self.step(partition.populate_roots(conn, self.delta_terms, store), store)
+        if self.plan.whole:
+            return whole.whole_rows(conn, self.plan.whole)
         found = self._sql_aggregate(conn, self.base_sql, (), store)
         if found is not None:
             return found

@@ -34,7 +34,7 @@ class Node:
     """One operator of the circuit."""
 
     id: str
-    kind: str  # source | upstream | join | map | subquery | aggregate | having | distinct | set | view
+    kind: str  # source | upstream | join | map | subquery | aggregate | having | distinct | set | whole | view
     label: str
     rule: str  # how it turns input changes into output changes
     details: list[str] = field(default_factory=list)
@@ -68,6 +68,7 @@ _RULES = {
     "distinct": "keeps a count per row; emits +1 / −1 only when a count crosses zero (DBSP Prop. 4.7)",
     "set": "keeps per-arm counts per row; emits when membership flips",
     "view": "V ← V + ΔV: upsert weights, delete rows reaching 0",
+    "whole": "ΔV = Q(I(A)) − V: the SELECT, as written, re-run at every fold that meets a change",
 }
 
 
@@ -101,7 +102,7 @@ def _describe(conn: apsw.Connection, registry: Registry, view: View, nodes: list
     outer = [n for n in range(len(plan.sources)) if n not in in_subquery]
     source_ids = {table: _source(conn, registry, view, table, pending, nodes, prefix) for table in plan.tables}
     current = list(dict.fromkeys(source_ids[plan.sources[n]] for n in outer))
-    if len(outer) > 1 and not plan.arms:
+    if len(outer) > 1 and not plan.arms and not plan.whole:
         joined = ", ".join(_occurrence(plan.aliases, plan.sources, n) for n in outer)
         kind = f"{plan.outer_kind} OUTER JOIN" if plan.outer_on else "JOIN"
         details = [f"{kind} of {joined}"]
@@ -114,6 +115,28 @@ def _describe(conn: apsw.Connection, registry: Registry, view: View, nodes: list
         probes = [f"compares {table}.{column} by =" for table, column, _ in plan.subquery_probes]
         reads = list(dict.fromkeys(source_ids[plan.sources[n]] for n in sorted(in_subquery)))
         current.append(_add(nodes, prefix, "subquery", "subqueries", probes, reads))
+    if plan.whole:  # (`sql.whole`: ΔV = Q(I(A)) − V at every fold)
+        current = [_add(nodes, prefix, "whole", "recomputed whole", [plan.whole], current)]
+    else:
+        current = _operators(conn, view, outer, nodes, prefix, current)
+    stored = _count(conn, f"SELECT count(*) FROM {quote(names.view_table(view.name))}")
+    title = f"hidden view {view.name}" if is_node(view.name) else f"view {view.name}"
+    details = [f"{view.entry.maintenance}, {sum(pending.values())} pending delta rows"]
+    if view.broken or view.stalled:
+        details.append(f"NOT MAINTAINED: {view.broken or view.stalled}")
+    state = [(f"{names.view_table(view.name)} (stored rows)", stored)]
+    node = Node(f"{prefix}view", "view", title, _RULES["view"], details, state)
+    node.inputs = current
+    nodes.append(node)
+    return node.id
+
+
+def _operators(
+    conn: apsw.Connection, view: View, outer: list[int], nodes: list[Node], prefix: str, current: list[str]
+) -> list[str]:
+    """The operator nodes of an incremental view's circuit after its sources: stage 1, then the
+    aggregate, set operation and DISTINCT its plan has."""
+    plan = view.entry.plan
     stage1 = render(plan.stage1, weight="1", outer=plan.outer_kind or "LEFT", **_source_names(plan.sources))
     map_details = [stage1]
     if len(outer) == 1:
@@ -143,16 +166,7 @@ def _describe(conn: apsw.Connection, registry: Registry, view: View, nodes: list
     if plan.distinct:
         state = _state_rows(conn, view.name, DISTINCT_OP, DISTINCT_OP)
         current = [_add(nodes, prefix, "distinct", "DISTINCT", [], current, state)]
-    stored = _count(conn, f"SELECT count(*) FROM {quote(names.view_table(view.name))}")
-    title = f"hidden view {view.name}" if is_node(view.name) else f"view {view.name}"
-    details = [f"{view.entry.maintenance}, {sum(pending.values())} pending delta rows"]
-    if view.broken or view.stalled:
-        details.append(f"NOT MAINTAINED: {view.broken or view.stalled}")
-    state = [(f"{names.view_table(view.name)} (stored rows)", stored)]
-    node = Node(f"{prefix}view", "view", title, _RULES["view"], details, state)
-    node.inputs = current
-    nodes.append(node)
-    return node.id
+    return current
 
 
 def _source(

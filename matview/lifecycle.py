@@ -22,6 +22,7 @@ from matview.registry import Registry, View
 from matview.sql.frontend import Compiled, compile_select
 from matview.sql.nodes import extract_nodes
 from matview.sql.validate import drop_main_qualifiers, refuse_index_hints
+from matview.sql.whole import compile_whole, whole_construct, whole_tree
 from matview.storage import catalog, readable
 from matview.storage.capture import (
     capture_installed,
@@ -159,6 +160,10 @@ def _compile_with_nodes(
     """Compile a view's SELECT, which reads its internal nodes (`matview.sql.nodes`): created first,
     or (`create_nodes` false, a rebuild) already there."""
     refuse_index_hints(sql)
+    what = whole_construct(sql)
+    if what is not None:  # (recomputed whole: the statement runs as written, no node)
+        plan, source = compile_whole(conn, sql, what)
+        return Compiled(plan, whole_tree(), source)
     planned, nodes = extract_nodes(conn, drop_main_qualifiers(sql), name)
     for node in nodes if create_nodes else []:
         create_view(conn, registry, node.name, node.sql, maintenance, auto_indexes=auto_indexes, internal=True)

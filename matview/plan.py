@@ -180,6 +180,8 @@ class Plan:
     plain_views: tuple[tuple[str, str], ...] = ()  # plain views the SELECT reads (inlined): name, CREATE VIEW text
     upstreams: tuple[Upstream, ...] = ()  # sources that are materialized views (see `matview.upstream`)
     internal_nodes: tuple[str, ...] = ()  # hidden views made for its derived tables (see `matview.sql.nodes`)
+    #: a view recomputed whole at every fold (top-N LIMIT, windows): its SELECT as written (`sql.whole`)
+    whole: str = ""
 
     @property
     def group_count(self) -> int:

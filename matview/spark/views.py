@@ -59,6 +59,8 @@ def _binary_only(plan: Plan, sql: str, table_sql: str) -> bool:
 def local_reason(plan: Plan, sql: str, loaded: dict[str, str]) -> str | None:
     """Why `plan` cannot be computed by partitions of a loaded table (None: it can).
     `loaded`: folded name → DDL of every table being loaded."""
+    if plan.whole:
+        return "it is recomputed whole (LIMIT, a window)"
     if plan.upstreams or plan.plain_views:
         return "it reads a view"
     if len(set(plan.sources)) != 1:

@@ -182,9 +182,12 @@ def builtin_functions() -> frozenset[str]:
         probe.close()
 
 
-def refuse_nondeterministic(conn: apsw.Connection, sql: str, tokens: list[Token]) -> tuple[str, ...]:
+def refuse_nondeterministic(
+    conn: apsw.Connection, sql: str, tokens: list[Token], whole: bool = False
+) -> tuple[str, ...]:
     """Refuse calls whose result can change without a base-table change; return the
-    user-defined functions the SELECT calls (a connection must have them to fold)."""
+    user-defined functions the SELECT calls (a connection must have them to fold). `whole`: a
+    view recomputed whole, where SQLite's own aggregate and window functions all run as written."""
     user_functions: set[str] = set()
     builtins = builtin_functions()
     deterministic: dict[str, bool] = {}
@@ -203,6 +206,8 @@ def refuse_nondeterministic(conn: apsw.Connection, sql: str, tokens: list[Token]
         is_call = index + 1 < len(tokens) and tokens[index + 1].kind == TokenType.L_PAREN
         name = token.text.lower()
         if is_call and name in aggregates and name not in AGGREGATE_NAMES and name not in deterministic:
+            if whole and name in builtins and name not in overridden:
+                continue
             raise UnsupportedQuery(f"aggregate function {token.text}() is not supported yet")
         if not is_call or name not in deterministic:  # `"f"(x)` calls f too
             continue

@@ -172,6 +172,8 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
     create the indexes scanned occurrences need, unless the view opted out. The plan, with
     the indexes it uses and the loops that remain scans (as messages)."""
     plan, source = compiled.plan, compiled.source
+    if plan.whole:
+        return plan  # (recomputed whole: no delta terms)
     delta_terms = DeltaTerms(plan)
     _prepare_every_term(conn, delta_terms, source)
     if compiled.arms:

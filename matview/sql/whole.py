@@ -1,0 +1,135 @@
+"""Views recomputed whole: a top-level `ORDER BY … LIMIT` (top N), window functions, a SELECT
+without FROM over subqueries, a set operation with such an arm.
+
+Their rows are not a sum of per-row contributions: LIMIT keeps the first n rows of an order, a
+window's value depends on the other rows of its partition. No delta rule of the engine applies,
+so such a view is maintained by DBSP's defining identity, ΔV = Q(I(A)) − V: a fold that meets a
+change of a table it reads runs its SELECT — the user's own statement, as written — and stores
+the difference from the rows stored (`operators.whole`). SQLite computes exactly what the SELECT
+re-run computes, ties and all (a view has no other order), for any deterministic SELECT; the cost
+is the SELECT's, at every fold that touches its tables (README: limits).
+
+The tables (and plain views) the SELECT reads are those SQLite's authorizer reports while it
+prepares the statement: through views, CTEs and subqueries alike.
+"""
+
+from __future__ import annotations
+
+import apsw
+import apsw.ext
+from sqlglot import exp
+from sqlglot.tokens import TokenType
+
+from matview.errors import Error, UnsupportedQuery
+from matview.names import fold, is_internal
+from matview.operators.whole import READ_ACTIONS
+from matview.plan import OutputColumn, Plan
+from matview.sql.from_clause import FromClause, Occurrence
+from matview.sql.inline import plain_view_sql
+from matview.sql.sqltext import depth_walk, tokenize
+from matview.sql.validate import one_statement, probe_columns, refuse_nondeterministic
+from matview.storage.schema import read_table, table_kind
+
+
+def whole_construct(sql: str) -> str | None:
+    """What makes a view's SELECT one to recompute whole, in the user's words; None otherwise."""
+    tokens = tokenize(sql)
+    depths = depth_walk(tokens)
+    if any(t.kind in (TokenType.OVER, TokenType.WINDOW) for t in tokens):
+        return "a window function"
+    if any(d == 0 and t.kind in (TokenType.LIMIT, TokenType.OFFSET) for t, d in zip(tokens, depths)):
+        return "LIMIT"
+    starts = [i for i, (t, d) in enumerate(zip(tokens, depths)) if d == 0 and t.kind == TokenType.SELECT]
+    reads = any(t.kind == TokenType.FROM for t in tokens)
+    for start in starts:
+        stop = next((i for i in starts if i > start), len(tokens))
+        arm = tokens[start:stop]
+        if reads and not any(t.kind == TokenType.FROM and d == 0 for t, d in zip(arm, depths[start:stop])):
+            return "a SELECT without FROM"
+    return None
+
+
+def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, FromClause]:
+    """The plan of a view recomputed whole (`Plan.whole`), and its tables as a FROM clause."""
+    select, tokens = one_statement(sql)
+    names, decltypes = probe_columns(conn, select)
+    functions = refuse_nondeterministic(conn, select, tokens, whole=True)
+    tables, views = _read_objects(conn, select, what)
+    if not tables:
+        raise UnsupportedQuery(f"{what}: the view reads no table (a view needs a base table)")
+    infos = [read_table(conn, table) for table in tables]
+    origins = apsw.ext.query_info(conn, select).description_full or ()
+    columns = []
+    for name, decltype, origin in zip(names, decltypes, [*origins, *([None] * len(names))], strict=False):
+        column = None
+        if origin is not None and origin[3] and origin[2] == "main":
+            info = next((i for i in infos if fold(i.name) == fold(origin[3])), None)
+            column = next((c for c in info.columns if fold(c.name) == fold(origin[4] or "")), None) if info else None
+        # a plain column keeps its type and collation; an expression's values are stored as they are
+        if column is None:
+            columns.append(OutputColumn(name, decltype, "BINARY"))
+        else:
+            columns.append(OutputColumn(name, column.decltype, column.collation, True))
+    plan = Plan(
+        sources=tuple(i.name for i in infos),
+        aliases=tuple(i.name for i in infos),
+        kind="rows",
+        stage1=(),
+        columns=tuple(columns),
+        signatures=tuple((i.name, tuple((c.name, c.decltype, c.collation) for c in i.columns)) for i in infos),
+        functions=functions,
+        without_rowid=tuple(i.name for i in infos if not i.has_rowid),
+        stable_rowid_tables=tuple(i.name for i in infos if i.ipk),
+        plain_views=views,
+        auto_indexes=False,
+        whole=select,
+    )
+    source = FromClause(tuple(Occurrence(i, i.name) for i in infos), tuple(frozenset() for _ in infos), ())
+    return plan, source
+
+
+def whole_tree() -> exp.Select:
+    """The parse a whole view's `Compiled` carries (no pass reads it)."""
+    return exp.Select()
+
+
+def _read_objects(conn: apsw.Connection, select: str, what: str) -> tuple[list[str], tuple[tuple[str, str], ...]]:
+    """The base tables and the plain views (name, CREATE VIEW text) `select` reads, as SQLite's
+    authorizer reports them while it prepares the statement."""
+    read: dict[str, str] = {}
+    other: list[str] = []
+
+    def authorize(action: int, name: str | None, _column: str | None, database: str | None, via: str | None) -> int:
+        if action == apsw.SQLITE_READ and name and database in ("main", "temp", None):
+            # (an internal table is named by the view it is read through: the user's)
+            shown = via if via and is_internal(name) else name
+            read.setdefault(fold(name), f"{database or 'main'}\0{name}\0{shown}")
+        elif action not in READ_ACTIONS:
+            other.append(str(apsw.mapping_authorizer_function.get(action, action)))
+        return apsw.SQLITE_OK
+
+    previous = conn.authorizer
+    conn.authorizer = authorize
+    try:
+        conn.execute(f"EXPLAIN {select}").fetchall()
+    except apsw.SQLError as exc:
+        raise Error(f"invalid view definition: {exc}") from None
+    finally:
+        conn.authorizer = previous
+    if other:  # (a table-valued PRAGMA: the fold runs the SELECT allowed to read only)
+        raise UnsupportedQuery(f"{what}: the SELECT does more than read tables ({other[0]})")
+    tables: list[str] = []
+    views: dict[str, str] = {}
+    for entry in read.values():
+        database, name, shown = entry.split("\0", 2)
+        if database == "temp" or is_internal(name):
+            raise UnsupportedQuery(f"{what} over a materialized view or temporary table ({shown}) is not supported yet")
+        kind = table_kind(conn, name)
+        if kind == "view":
+            text = plain_view_sql(conn, name)
+            if text is None:
+                raise UnsupportedQuery(f"{what} over materialized view {name} is not supported yet")
+            views[name] = text
+        elif kind is not None or name.lower().startswith("sqlite_"):
+            tables.append(name)  # (`read_table` refuses the schema table, virtual tables)
+    return tables, tuple(views.items())
