@@ -172,6 +172,7 @@ class Circuit:
         if self.plan.root_recompute:
             return self.step(partition.populate_roots(conn, self.delta_terms, store), store)
         if self.plan.whole:
+            whole.keep_query_plan(conn, store, self.plan.whole)
             return whole.whole_rows(conn, self.plan.whole)
         found = self._sql_aggregate(conn, self.base_sql, (), store)
         if found is not None:

@@ -22,7 +22,7 @@ from matview.registry import Registry, View
 from matview.sql.frontend import Compiled, compile_select
 from matview.sql.nodes import extract_nodes
 from matview.sql.validate import drop_main_qualifiers, refuse_index_hints
-from matview.sql.whole import compile_whole, whole_construct, whole_tree
+from matview.sql.whole import compile_whole, whole_construct, whole_construct_inside, whole_tree
 from matview.storage import catalog, readable
 from matview.storage.capture import (
     capture_installed,
@@ -161,9 +161,29 @@ def _compile_with_nodes(
     or (`create_nodes` false, a rebuild) already there."""
     refuse_index_hints(sql)
     what = whole_construct(sql)
-    if what is not None:  # (recomputed whole: the statement runs as written, no node)
-        plan, source = compile_whole(conn, sql, what)
-        return Compiled(plan, whole_tree(), source)
+    if what is None:
+        try:
+            with savepoint(conn):
+                return _compile_incrementally(conn, registry, name, sql, maintenance, auto_indexes, create_nodes)
+        except UnsupportedQuery:
+            # a LIMIT or a window inside (a plain view, a derived table): recomputed whole instead
+            what = whole_construct_inside(conn, sql)
+            if what is None:
+                raise
+            registry.invalidate()  # (nodes the attempt made are gone with its savepoint)
+    plan, source = compile_whole(conn, sql, what)  # (the statement runs as written, no node)
+    return Compiled(plan, whole_tree(), source)
+
+
+def _compile_incrementally(
+    conn: apsw.Connection,
+    registry: Registry,
+    name: str,
+    sql: str,
+    maintenance: str,
+    auto_indexes: bool,
+    create_nodes: bool,
+) -> Compiled:
     planned, nodes = extract_nodes(conn, drop_main_qualifiers(sql), name)
     for node in nodes if create_nodes else []:
         create_view(conn, registry, node.name, node.sql, maintenance, auto_indexes=auto_indexes, internal=True)

@@ -6,6 +6,11 @@ change — the same ΔV every fold of an incremental view gives, so the view's t
 over it and its readers are maintained alike. The SELECT is the user's statement as written:
 its ties (which rows a LIMIT keeps, a window's order among peers) are resolved by SQLite exactly
 as when the SELECT is re-run. Nothing is written here: a reader computes it too.
+
+Those ties follow SQLite's query plan, which an index or ANALYZE may change without a change of
+any row: the plan the stored rows were computed under is kept (`PLAN_OP`), and a view whose
+SELECT is planned otherwise now reads as broken until REFRESH recomputes it (`plan_changed`),
+as a view that follows a scan order does (`storage.scan_order`) — never stale rows.
 """
 
 from __future__ import annotations
@@ -15,7 +20,10 @@ import apsw
 from matview import names
 from matview.keys import row_key
 from matview.names import quote
+from matview.storage.state import StateStore
 from matview.zset import ZSet
+
+PLAN_OP = 1_000_004  # the query plan the stored rows were computed under (EXPLAIN QUERY PLAN)
 
 #: what SQLite may do while it prepares a view's SELECT: read (a statement that writes, or runs
 #: a PRAGMA, is refused by SQLite before it runs — a damaged catalog cannot make a fold write)
@@ -47,3 +55,21 @@ def whole_delta(conn: apsw.Connection, view: str, select: str) -> ZSet[bytes]:
     for stored, count in conn.execute(f"SELECT {key}, {weight} FROM {quote(names.view_table(view))}"):
         delta.add(bytes(stored), -count)
     return delta
+
+
+def query_plan(conn: apsw.Connection, select: str) -> str:
+    """SQLite's plan for `select` now: its EXPLAIN QUERY PLAN lines."""
+    return "\n".join(str(row[3]) for row in conn.execute(f"EXPLAIN QUERY PLAN {select}"))
+
+
+def keep_query_plan(conn: apsw.Connection, store: StateStore, select: str) -> None:
+    """Record the plan the rows being stored are computed under (CREATE, REFRESH, a recompute)."""
+    store.put(PLAN_OP, b"", query_plan(conn, select))
+
+
+def plan_changed(conn: apsw.Connection, view: str, select: str) -> bool:
+    """Whether SQLite now plans `select` otherwise than when view `view`'s rows were computed."""
+    try:
+        return StateStore(conn, view, writable=False).get(PLAN_OP, b"") != query_plan(conn, select)
+    except apsw.Error:
+        return False  # (a table gone: the view's own checks say so)

@@ -49,6 +49,22 @@ def whole_construct(sql: str) -> str | None:
     return None
 
 
+def whole_construct_inside(conn: apsw.Connection, sql: str) -> str | None:
+    """A LIMIT/OFFSET or a window anywhere in the SELECT or the plain views it reads (where the
+    incremental front end refused it), in the user's words; None otherwise."""
+    try:
+        _tables, views = _read_objects(conn, one_statement(sql)[0], "")
+    except Error:
+        return None  # (refused for what it reads: the first refusal stands)
+    for text in [sql, *(body for _name, body in views)]:
+        kinds = {t.kind for t in tokenize(text)}
+        if kinds & {TokenType.OVER, TokenType.WINDOW}:
+            return "a window function"
+        if kinds & {TokenType.LIMIT, TokenType.OFFSET}:
+            return "LIMIT"
+    return None
+
+
 def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, FromClause]:
     """The plan of a view recomputed whole (`Plan.whole`), and its tables as a FROM clause."""
     select, tokens = one_statement(sql)

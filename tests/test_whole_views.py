@@ -1,0 +1,200 @@
+"""Views recomputed whole (`sql.whole`, `operators.whole`): top-N `ORDER BY … LIMIT` (ties and
+OFFSET too), window functions (`row_number`, `rank`, `lag`, `sum(…) OVER`, the latest row per
+group through `rn = 1`), a SELECT without FROM over subqueries, a UNION with a constant arm, a
+plain view with a LIMIT. ΔV = Q(I(A)) − V with the statement as written, so SQLite decides every
+tie as the SELECT re-run does. Checked against SQLite in both modes under random multi-table
+writes, rollbacks, savepoints, reopen and a stock `sqlite3` writer; a view over one; the refusals
+by name; a fold never runs a statement that writes."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import apsw
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from oracle import assert_refused, assert_views_match, create_views_both_modes
+from stock import stock_sqlite3
+
+import matview
+from matview.operators.whole import whole_rows
+
+SETUP = [
+    "CREATE TABLE posts(id INTEGER PRIMARY KEY, user_id INT, score, created TEXT)",
+    "CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT COLLATE NOCASE)",
+    "CREATE VIEW good AS SELECT * FROM posts WHERE score > 2",
+    "CREATE VIEW recent_three AS SELECT id, created FROM posts ORDER BY created DESC, id LIMIT 3",
+    "INSERT INTO users VALUES (1, 'ann'), (2, 'Bob'), (3, NULL)",
+    "INSERT INTO posts VALUES (1, 1, 5, 'd1'), (2, 1, 3, 'd2'), (3, 2, 3.0, 'd2'), (4, 3, NULL, NULL)",
+]
+
+VIEWS = {
+    "top": "SELECT * FROM posts ORDER BY score DESC LIMIT 3",
+    "top_offset": "SELECT id, score FROM posts ORDER BY score DESC LIMIT 2 OFFSET 1",
+    "top_users": "SELECT u.name, sum(p.score) AS s FROM users u JOIN posts p ON p.user_id = u.id GROUP BY u.id "
+    "ORDER BY s DESC LIMIT 2",
+    "lag": "SELECT id, LAG(created) OVER (ORDER BY created) AS prev FROM posts",
+    "rank": "SELECT user_id, id, rank() OVER (PARTITION BY user_id ORDER BY score DESC) AS r FROM posts",
+    "latest": "SELECT * FROM (SELECT p.*, row_number() OVER (PARTITION BY user_id ORDER BY created DESC) AS rn "
+    "FROM posts p) WHERE rn = 1",
+    "running": "SELECT id, sum(score) OVER (PARTITION BY user_id ORDER BY id) AS running FROM posts",
+    "counts": "SELECT (SELECT count(*) FROM posts) AS n_posts, (SELECT count(*) FROM users) AS n_users",
+    "tagged": "SELECT name FROM users UNION SELECT 'none'",
+    "through_view": "SELECT id FROM good ORDER BY created, id LIMIT 2",
+    "limited_view": "SELECT * FROM recent_three",
+    "json": "SELECT user_id, json_group_array(id) OVER (PARTITION BY user_id ORDER BY id) AS ids FROM posts",
+}
+
+
+def _write(conn, rng: random.Random) -> None:
+    kind = rng.randrange(6)
+    if kind < 2:
+        conn.execute(
+            "INSERT OR REPLACE INTO posts VALUES (?, ?, ?, ?)",
+            (
+                rng.randrange(12),
+                rng.randrange(4),
+                rng.choice([1, 2, 3, 3.0, 4, None, "x"]),
+                rng.choice(["d1", "d2", "d3", None]),
+            ),
+        )
+    elif kind == 2:
+        conn.execute("DELETE FROM posts WHERE id = ?", (rng.randrange(12),))
+    elif kind == 3:
+        conn.execute(
+            "INSERT OR REPLACE INTO users VALUES (?, ?)", (rng.randrange(5), rng.choice(["ann", "ANN", "b", None]))
+        )
+    elif kind == 4:
+        conn.execute("UPDATE posts SET score = score + 1 WHERE user_id = ?", (rng.randrange(4),))
+    else:
+        conn.execute("DELETE FROM users WHERE id = ?", (rng.randrange(5),))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_views_recomputed_whole_follow_every_write(tmp_path: Path, seed: int) -> None:
+    path = tmp_path / "db.sqlite"
+    conn = matview.connect(str(path))
+    for sql in SETUP:
+        conn.execute(sql)
+    live = create_views_both_modes(conn, VIEWS)
+    rng = random.Random(seed)
+    assert_views_match(conn, live)
+    for step in range(16):
+        if step == 4:  # rolled back
+            conn.execute("BEGIN")
+            for _ in range(4):
+                _write(conn, rng)
+            conn.execute("ROLLBACK")
+        if step == 8:  # a savepoint released, one rolled back, inside one transaction
+            with conn:
+                with conn:
+                    _write(conn, rng)
+                try:
+                    with conn:
+                        _write(conn, rng)
+                        raise KeyError
+                except KeyError:
+                    pass
+        if step == 10:  # another program, which has never heard of matview
+            conn.close()
+            stock_sqlite3(path, ["UPDATE posts SET score = 9 WHERE id % 2 = 0", "DELETE FROM users WHERE id = 2"])
+            conn = matview.connect(str(path))
+        with conn:
+            for _ in range(rng.randint(1, 6)):
+                _write(conn, rng)
+        if step % 6 == 5:
+            conn.close()
+            conn = matview.connect(str(path))
+        assert_views_match(conn, live)
+    conn.close()
+
+
+def test_a_view_over_a_view_recomputed_whole(tmp_path: Path) -> None:
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    for sql in SETUP:
+        conn.execute(sql)
+    conn.execute("CREATE MATERIALIZED VIEW top AS SELECT * FROM posts ORDER BY score DESC, id LIMIT 3")
+    live = create_views_both_modes(
+        conn,
+        {
+            "per_user": "SELECT user_id, count(*) AS n, sum(score) FROM top GROUP BY user_id",
+            "joined": "SELECT t.id, u.name FROM top t LEFT JOIN users u ON u.id = t.user_id",
+        },
+    )
+    rng = random.Random(7)
+    for _ in range(20):
+        with conn:
+            for _ in range(rng.randint(1, 4)):
+                _write(conn, rng)
+        assert_views_match(conn, live)
+    assert "recomputed whole" in conn.view("top").explain()
+
+
+def test_redefining_a_plain_view_it_reads_breaks_it(tmp_path: Path) -> None:
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    for sql in SETUP:
+        conn.execute(sql)
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {VIEWS['through_view']}")
+    conn.execute("DROP VIEW good")
+    conn.execute("CREATE VIEW good AS SELECT * FROM posts")
+    with pytest.raises(matview.Error, match="good"):
+        conn.execute("SELECT * FROM v").fetchall()
+    conn.execute("INSERT INTO posts VALUES (20, 1, 1, 'd9')")  # writes never fail
+
+
+@pytest.mark.parametrize(
+    ("select", "words"),
+    [
+        ("SELECT * FROM posts ORDER BY random() LIMIT 2", "not deterministic"),
+        ("SELECT 1 AS one LIMIT 1", "reads no table"),
+        ("SELECT * FROM sqlite_master LIMIT 1", "schema table"),
+    ],
+)
+def test_refused_by_name(tmp_path: Path, select: str, words: str) -> None:
+    assert_refused(tmp_path, SETUP, select, words)
+
+
+def test_over_a_materialized_view_is_refused_by_its_name(tmp_path: Path) -> None:
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    for sql in SETUP:
+        conn.execute(sql)
+    conn.execute("CREATE MATERIALIZED VIEW counts AS SELECT user_id, count(*) AS n FROM posts GROUP BY user_id")
+    with pytest.raises(matview.UnsupportedQuery, match=r"materialized view .*\(counts\)"):
+        conn.execute("CREATE MATERIALIZED VIEW v AS SELECT * FROM counts ORDER BY n DESC LIMIT 1")
+
+
+def test_a_fold_never_runs_a_statement_that_writes(tmp_path: Path) -> None:
+    """A damaged catalog could hold any statement as the SELECT: SQLite refuses to prepare one
+    that writes, before it runs."""
+    conn = apsw.Connection(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(x); INSERT INTO t VALUES (1)")
+    for statement in ("DELETE FROM t", "WITH a AS (SELECT 1) INSERT INTO t SELECT * FROM a", "DROP TABLE t"):
+        with pytest.raises(apsw.AuthError):
+            whole_rows(conn, statement)
+    assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+
+
+def test_a_new_query_plan_breaks_the_view_until_refresh(tmp_path: Path) -> None:
+    """Ties follow the plan: an index that changes it (by any client) could make SQLite keep other
+    rows of equal score, so the view reads as broken, by name, until REFRESH recomputes it."""
+    path = tmp_path / "db.sqlite"
+    conn = matview.connect(str(path))
+    for sql in SETUP:
+        conn.execute(sql)
+    select = "SELECT id FROM posts ORDER BY score DESC LIMIT 2"
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")
+    conn.execute("CREATE INDEX unrelated ON users(name)")  # the view's plan stays: still read
+    assert_views_match(conn, {"v": select})
+    conn.close()
+    stock_sqlite3(path, ["CREATE INDEX by_score ON posts(score)"])
+    conn = matview.connect(str(path))
+    with pytest.raises(matview.Error, match="REFRESH MATERIALIZED VIEW v"):
+        conn.execute("SELECT * FROM v").fetchall()
+    conn.execute("INSERT INTO posts VALUES (30, 1, 3, 'd4')")  # writes never fail
+    conn.execute("REFRESH MATERIALIZED VIEW v")
+    assert_views_match(conn, {"v": select})
+    conn.execute("INSERT INTO posts VALUES (31, 2, 3, 'd5')")
+    assert_views_match(conn, {"v": select})
