@@ -145,3 +145,13 @@ def assert_refused(tmp_path: Path, setup: list[str], select: str, match: str | N
     with pytest.raises(matview.UnsupportedQuery, match=match) as raised:
         conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")
     return str(raised.value)
+
+
+def assert_recomputed_whole(conn: Any, select: str, name: str = "whole") -> dict[str, str]:
+    """CREATE `select` in both modes as a view recomputed whole (`matview.sql.whole`: a LIMIT or
+    a window, refused before), equal to its SELECT; {view name: its SELECT}."""
+    live = create_views_both_modes(conn, {name: select})
+    for view in live:
+        assert "recomputed whole" in conn.view(view).explain()
+    assert_views_match(conn, live)
+    return live

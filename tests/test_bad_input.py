@@ -544,30 +544,36 @@ def test_drop_column_from_stdlib_sqlite3_is_refused_by_sqlite(db: DB) -> None:
 # ---------------------------------------------------------------------------- unsupported SQL
 
 
+RECURSIVE = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT n FROM r"
+
+RECOMPUTED_WHOLE = [
+    "SELECT id FROM t WHERE a IN (SELECT x FROM other ORDER BY y LIMIT 1)",
+    "SELECT id FROM (SELECT id, a FROM t LIMIT 3) WHERE a > 1",
+    "SELECT id FROM t UNION SELECT x FROM other LIMIT 2",
+    "SELECT id FROM t UNION ALL SELECT ROW_NUMBER() OVER () FROM t",
+    "SELECT id FROM t EXCEPT SELECT x FROM other LIMIT 1",
+    "SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS rn FROM t",
+    "SELECT id, SUM(a) OVER (PARTITION BY b) AS s FROM t",
+    "SELECT id, SUM(a) OVER w AS s FROM t WINDOW w AS (ORDER BY id)",
+    "WITH c AS (SELECT DISTINCT a FROM t LIMIT 2) SELECT a FROM c",
+    "SELECT id FROM t LIMIT 5",
+    "SELECT id FROM t ORDER BY id LIMIT 5 OFFSET 2",
+    "SELECT b, COUNT(*) FROM t GROUP BY b LIMIT 1",
+]
+
+
 UNSUPPORTED = [
     ("SELECT t.id FROM t FULL JOIN other ON t.id = other.x JOIN t u ON u.id = other.x", ["full join"]),
-    ("SELECT id FROM t WHERE a IN (SELECT x FROM other ORDER BY y LIMIT 1)", ["limit"]),
     ("SELECT id FROM t WHERE EXISTS (WITH w AS (SELECT 1) SELECT * FROM w)", ["with"]),
-    ("SELECT id FROM (SELECT id, a FROM t LIMIT 3) WHERE a > 1", ["subquer", "limit"]),
     ("SELECT t.id FROM t LEFT JOIN (SELECT b, a FROM t WHERE a > 0) s ON s.b = t.b", ["outer join"]),
     ("SELECT b, sum(a ORDER BY a) FROM t GROUP BY b", ["order by inside"]),
     ("SELECT id FROM t LEFT JOIN (SELECT y FROM other) o ON o.y = t.id", ["outer join", "subquery"]),
     ("SELECT b, COUNT(*) FROM t GROUP BY b HAVING COUNT(*) > (SELECT COUNT(*) FROM other WHERE y = t.a)", ["subquer"]),
-    ("SELECT id FROM t UNION SELECT x FROM other LIMIT 2", ["limit"]),
-    ("SELECT id FROM t UNION ALL SELECT ROW_NUMBER() OVER () FROM t", ["window"]),
     ("SELECT id FROM t INTERSECT SELECT b FROM t EXCEPT SELECT id FROM t", ["intersect over column"]),
-    ("SELECT id FROM t EXCEPT SELECT x FROM other LIMIT 1", ["limit"]),
-    ("SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS rn FROM t", ["window"]),
-    ("SELECT id, SUM(a) OVER (PARTITION BY b) AS s FROM t", ["window"]),
-    ("SELECT id, SUM(a) OVER w AS s FROM t WINDOW w AS (ORDER BY id)", ["window"]),
-    ("WITH c AS (SELECT DISTINCT a FROM t LIMIT 2) SELECT a FROM c", ["cte c", "distinct"]),
     (
         "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT n FROM r",
         ["cte", "with", "common table", "recursive"],
     ),
-    ("SELECT id FROM t LIMIT 5", ["limit"]),
-    ("SELECT id FROM t ORDER BY id LIMIT 5 OFFSET 2", ["limit", "offset"]),
-    ("SELECT b, COUNT(*) FROM t GROUP BY b LIMIT 1", ["limit"]),
     ("SELECT id, random() AS r FROM t", ["random"]),
     ("SELECT id FROM t WHERE a > random()", ["random"]),
     ("SELECT id, randomblob(4) AS r FROM t", ["randomblob"]),
@@ -604,10 +610,19 @@ def test_unsupported_query_refused_and_nothing_left(db: DB, body: str, words: li
     db.assert_intact()
 
 
+@pytest.mark.parametrize("body", RECOMPUTED_WHOLE, ids=[b[:60] for b in RECOMPUTED_WHOLE])
+def test_limits_and_windows_are_recomputed_whole(db: DB, body: str) -> None:
+    """Refused before: a LIMIT or a window makes the view recomputed whole (`sql.whole`)."""
+    db.conn.execute(f"CREATE MATERIALIZED VIEW v_whole AS {body}")
+    db.views["v_whole"] = body
+    assert "recomputed whole" in db.conn.view("v_whole").explain()
+    db.assert_intact()
+
+
 def test_unsupported_in_if_not_exists_is_refused_too(db: DB) -> None:
     before = schema(db.conn)
     with pytest.raises(matview.UnsupportedQuery):
-        db.conn.execute("CREATE MATERIALIZED VIEW IF NOT EXISTS v_new AS SELECT id FROM t LIMIT 3").fetchall()
+        db.conn.execute(f"CREATE MATERIALIZED VIEW IF NOT EXISTS v_new AS {RECURSIVE}").fetchall()
     assert schema(db.conn) == before
     db.assert_intact()
 
@@ -619,7 +634,7 @@ def test_unsupported_inside_open_transaction_keeps_the_transaction(db: DB) -> No
     with conn:
         conn.execute("INSERT INTO t(a, b, c) VALUES (4, 'x', 0.0)")
         with pytest.raises(matview.UnsupportedQuery):
-            conn.execute("CREATE MATERIALIZED VIEW v_bad AS SELECT id FROM t LIMIT 1").fetchall()
+            conn.execute(f"CREATE MATERIALIZED VIEW v_bad AS {RECURSIVE}").fetchall()
         db.assert_views()
     assert conn.execute("SELECT count(*) FROM t WHERE b = 'x'").fetchall() == [(1,)]
     assert "v_bad" not in [r[0] for r in conn.execute("SELECT name FROM sqlite_master")]

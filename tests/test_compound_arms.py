@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from oracle import assert_views_match, column_names, create_views_both_modes, drive_write_mix
+from oracle import assert_recomputed_whole, assert_views_match, column_names, create_views_both_modes, drive_write_mix
 
 import matview
 
@@ -172,16 +172,15 @@ def test_names_and_drop(tmp_path: Path) -> None:
     assert [n for (n,) in left if "node" in n or "view" in n] == []
 
 
-def test_a_limit_on_the_set_operation_stays_refused(tmp_path: Path) -> None:
+def test_a_limit_on_the_set_operation_is_recomputed_whole(tmp_path: Path) -> None:
     conn = matview.connect(str(tmp_path / "db.sqlite"))
     for sql in SCHEMA:
         conn.execute(sql)
-    with pytest.raises(matview.UnsupportedQuery, match="LIMIT"):
-        conn.execute(
-            "CREATE MATERIALIZED VIEW v AS SELECT customer_id, count(*) FROM orders GROUP BY customer_id "
-            "UNION ALL SELECT id, 0 FROM customers ORDER BY 2 LIMIT 3"
-        )
-    assert conn.views() == []
+    assert_recomputed_whole(
+        conn,
+        "SELECT customer_id, count(*) FROM orders GROUP BY customer_id "
+        "UNION ALL SELECT id, 0 FROM customers ORDER BY 2 LIMIT 3",
+    )
 
 
 MIXED = {

@@ -19,7 +19,13 @@ sums are maintained since with order-free exact sums (tests/test_exact_subquery_
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from oracle import assert_view_matches
 
 import matview
 
@@ -33,7 +39,6 @@ ORDER_DEPENDENT = {
     "first_row_eq": "SELECT id, (SELECT title FROM posts WHERE q = users.k) AS t FROM users",
     "first_row_two_indexes": "SELECT id, (SELECT title FROM posts WHERE a = 1 AND b = 2) AS t FROM users",
     "group_concat": "SELECT id, (SELECT group_concat(title) FROM posts WHERE q IS users.k) FROM users",
-    "limit": "SELECT id FROM users WHERE id IN (SELECT user_id FROM posts ORDER BY w LIMIT 2)",
     "nocase_distinct": "SELECT id, name IN (SELECT DISTINCT title FROM posts) FROM users",
     "nocase_max": "SELECT id, (SELECT max(title) FROM posts WHERE user_id = users.id) FROM users",
 }
@@ -47,3 +52,21 @@ def test_values_that_follow_the_scan_order_are_refused(tmp_path, shape):
     with pytest.raises(matview.UnsupportedQuery):
         conn.execute(f"CREATE MATERIALIZED VIEW v AS {ORDER_DEPENDENT[shape]}")
     assert conn.views() == []
+
+
+def test_a_limit_that_follows_the_scan_order_is_recomputed_whole(tmp_path):
+    """Refused before; recomputed whole now: an index that changes the plan (and so the ties)
+    breaks it until REFRESH, never stale."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    for sql in SCHEMA:
+        conn.execute(sql)
+    conn.execute("INSERT INTO users VALUES (1, 'a', 1), (2, 'b', 2), (3, 'c', 3)")
+    conn.execute("INSERT INTO posts(user_id, w) VALUES (1, 1.0), (2, 1.0), (3, 1.0), (3, 0.5)")
+    select = "SELECT id FROM users WHERE id IN (SELECT user_id FROM posts ORDER BY w LIMIT 2)"
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")
+    assert_view_matches(conn, "v", select)
+    conn.execute("CREATE INDEX posts_w ON posts(w)")
+    with pytest.raises(matview.Error, match="REFRESH"):
+        conn.execute("SELECT * FROM v").fetchall()
+    conn.execute("REFRESH MATERIALIZED VIEW v")
+    assert_view_matches(conn, "v", select)
