@@ -21,7 +21,7 @@ from matview.plan import OutputColumn
 from matview.registry import Registry, View
 from matview.sql.frontend import Compiled, compile_select
 from matview.sql.nodes import extract_nodes
-from matview.sql.validate import drop_main_qualifiers, refuse_index_hints
+from matview.sql.validate import drop_main_qualifiers, refuse_index_hints, spell_distinct_from
 from matview.sql.whole import compile_whole, whole_construct, whole_construct_inside, whole_tree
 from matview.storage import catalog, readable
 from matview.storage.capture import (
@@ -160,6 +160,7 @@ def _compile_with_nodes(
     """Compile a view's SELECT, which reads its internal nodes (`matview.sql.nodes`): created first,
     or (`create_nodes` false, a rebuild) already there."""
     refuse_index_hints(sql)
+    sql = spell_distinct_from(sql)
     what = whole_construct(sql)
     if what is None:
         try:

@@ -20,9 +20,11 @@ from matview.sql.sqltext import (
     AGGREGATE_NAMES,
     Token,
     excerpt,
+    item_alias,
     parse_failure,
     parse_sqlite,
     splice,
+    split_clauses,
     split_top_level,
     tokenize,
 )
@@ -59,6 +61,48 @@ def refuse_index_hints(sql: str) -> None:
             hint = "NOT INDEXED"
         if hint is not None:
             raise UnsupportedQuery(f"{hint} (an index hint) is not supported in a materialized view")
+
+
+def spell_distinct_from(sql: str) -> str:
+    """`a IS [NOT] DISTINCT FROM b` (SQLite 3.39) written as SQLite's own `a IS NOT b` (`a IS b`),
+    which means the same: the passes read `FROM` as a clause. An unaliased select item keeps the
+    name SQLite gives it (its text as written)."""
+    tokens = tokenize(sql)
+    edits: list[tuple[int, int, str]] = []
+    for index, token in enumerate(tokens[:-2]):
+        if token.kind != TokenType.IS:
+            continue
+        negated = tokens[index + 1].kind == TokenType.NOT
+        rest = tokens[index + 1 + negated : index + 3 + negated]
+        if [t.kind for t in rest] == [TokenType.DISTINCT, TokenType.FROM]:
+            edits.append((token.start, rest[-1].end, "IS" if negated else "IS NOT"))
+    if not edits:
+        return sql
+    spelled = splice(sql, edits)
+    # where each edit landed in `spelled`, and how far later text moved
+    landed, shift = [], 0
+    for start, end, text in sorted(edits):
+        landed.append((start + shift, start + shift + len(text)))
+        shift += len(text) - (end - start)
+
+    def original(position: int) -> int:
+        moved = 0
+        for (start, end, text), (_new_start, new_end) in zip(sorted(edits), landed, strict=True):
+            if position >= new_end:
+                moved += (end - start) - len(text)
+        return position + moved
+
+    new_tokens = tokenize(spelled)
+    if not new_tokens or new_tokens[0].kind != TokenType.SELECT:
+        return spelled
+    names: list[tuple[int, int, str]] = []
+    for item in split_top_level(spelled, split_clauses(spelled, new_tokens).select.tokens):
+        if not item.tokens or item_alias(item) is not None:
+            continue
+        first, last = item.tokens[0].start, item.tokens[-1].end
+        if any(first <= new_start < last for new_start, _new_end in landed):
+            names.append((last, last, f" AS {quote(sql[original(first) : original(last)])}"))
+    return splice(spelled, names)
 
 
 def drop_main_qualifiers(sql: str) -> str:
