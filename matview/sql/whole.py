@@ -28,7 +28,7 @@ from matview.sql.from_clause import FromClause, Occurrence
 from matview.sql.inline import plain_view_sql
 from matview.sql.sqltext import depth_walk, tokenize
 from matview.sql.validate import one_statement, probe_columns, refuse_nondeterministic
-from matview.storage.schema import read_table, table_kind
+from matview.storage.schema import ROWID_NAMES, read_table, table_kind
 
 
 def whole_construct(sql: str) -> str | None:
@@ -74,6 +74,12 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     if not tables:
         raise UnsupportedQuery(f"{what}: the view reads no table (a view needs a base table)")
     infos = [read_table(conn, table) for table in tables]
+    renumbered = [i.name for i in infos if i.has_rowid and i.ipk is None]
+    if renumbered and any(t.kind != TokenType.STRING and t.text.lower() in ROWID_NAMES for t in tokens):
+        raise UnsupportedQuery(
+            f"{what} reading rowid: table {renumbered[0]} has no INTEGER PRIMARY KEY, so VACUUM may renumber "
+            "its rowids without a change the view would see"
+        )
     origins = apsw.ext.query_info(conn, select).description_full or ()
     columns = []
     for name, decltype, origin in zip(names, decltypes, [*origins, *([None] * len(names))], strict=False):
