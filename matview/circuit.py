@@ -155,6 +155,8 @@ class Circuit:
         if not ranges:
             return ZSet()
         if self.plan.whole:
+            if store.writable:  # (a fold: the plan its rows are computed under, for `replanned_otherwise`)
+                whole.keep_query_plan(conn, store, self.plan.whole)
             return whole.whole_delta(conn, self.view, self.plan.whole)
         if self.plan.root_recompute:
             return self.step(partition.root_delta(conn, self.delta_terms, ranges, store), store)

@@ -20,7 +20,7 @@ from matview.db import scalar
 from matview.errors import SchemaChanged
 from matview.evaluator import Evaluator
 from matview.names import fold, is_node, kept_rows_table, ordered_state_table, state_table, view_table
-from matview.operators.whole import plan_changed
+from matview.operators.whole import replanned_otherwise
 from matview.plan import OutputColumn
 from matview.storage import catalog, readable
 from matview.storage.capture import (
@@ -160,10 +160,10 @@ class Registry:
             if not view.broken and view.circuit.first_rows:
                 problem = variant_order_problem(self.conn, entry.plan, entry.sql)
                 view.broken = None if problem is None else f"materialized view {entry.name}: {problem}"
-            if not view.broken and entry.plan.whole and plan_changed(self.conn, entry.name, entry.plan.whole):
+            if not view.broken and entry.plan.whole and replanned_otherwise(self.conn, entry.name, entry.plan.whole):
                 view.broken = (
                     f"materialized view {entry.name}: SQLite now plans its SELECT otherwise (an index was created "
-                    "or dropped, or ANALYZE ran), which may decide its ties otherwise: REFRESH MATERIALIZED VIEW "
+                    "or dropped, or ANALYZE ran), and so decides its ties otherwise: REFRESH MATERIALIZED VIEW "
                     f"{entry.name}"
                 )
             views[key] = view

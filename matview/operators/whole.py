@@ -8,9 +8,10 @@ its ties (which rows a LIMIT keeps, a window's order among peers) are resolved b
 as when the SELECT is re-run. Nothing is written here: a reader computes it too.
 
 Those ties follow SQLite's query plan, which an index or ANALYZE may change without a change of
-any row: the plan the stored rows were computed under is kept (`PLAN_OP`), and a view whose
-SELECT is planned otherwise now reads as broken until REFRESH recomputes it (`plan_changed`),
-as a view that follows a scan order does (`storage.scan_order`) — never stale rows.
+any row: the plan the stored rows were computed under is kept (`PLAN_OP`, at every fold), and a
+view whose SELECT is planned otherwise *and* now gives other rows reads as broken until REFRESH
+recomputes it (`replanned_otherwise`), as a view that follows a scan order does
+(`storage.scan_order`) — never stale rows.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import apsw
 from matview import names
 from matview.keys import row_key
 from matview.names import quote
+from matview.storage.scan_order import INDEX_USED, query_plan
 from matview.storage.state import StateStore
 from matview.zset import ZSet
 
@@ -57,19 +59,34 @@ def whole_delta(conn: apsw.Connection, view: str, select: str) -> ZSet[bytes]:
     return delta
 
 
-def query_plan(conn: apsw.Connection, select: str) -> str:
-    """SQLite's plan for `select` now: its EXPLAIN QUERY PLAN lines."""
-    return "\n".join(str(row[3]) for row in conn.execute(f"EXPLAIN QUERY PLAN {select}"))
+def plan_fingerprint(conn: apsw.Connection, select: str) -> str:
+    """SQLite's plan for `select` now: its EXPLAIN QUERY PLAN lines (prepared anew, never from a
+    cache), and the definition of each index they name (one dropped and made again under the same
+    name with other columns or order reads the rows in another order)."""
+    lines = query_plan(conn, select)
+    indexes = sorted({name for line in lines for name in INDEX_USED.findall(line)})
+    definitions = [
+        str(row[0])
+        for name in indexes
+        for row in conn.execute("SELECT coalesce(sql, tbl_name) FROM main.sqlite_master WHERE name = ?", (name,))
+    ]
+    return "\n".join([*lines, *definitions])
 
 
 def keep_query_plan(conn: apsw.Connection, store: StateStore, select: str) -> None:
-    """Record the plan the rows being stored are computed under (CREATE, REFRESH, a recompute)."""
-    store.put(PLAN_OP, b"", query_plan(conn, select))
+    """Record the plan the rows being stored are computed under (every fold that writes them)."""
+    store.put(PLAN_OP, b"", plan_fingerprint(conn, select))
 
 
-def plan_changed(conn: apsw.Connection, view: str, select: str) -> bool:
-    """Whether SQLite now plans `select` otherwise than when view `view`'s rows were computed."""
+def replanned_otherwise(conn: apsw.Connection, view: str, select: str) -> bool:
+    """Whether SQLite now plans view `view`'s `select` otherwise than when its stored rows were
+    computed *and* the SELECT now gives other rows (which of tied rows a LIMIT keeps, a window's
+    order among peers): a plan change whose rows are the same — an index that serves another
+    view, a SELECT whose rows no order decides — leaves the view as it is (the next fold keeps
+    the new plan)."""
     try:
-        return StateStore(conn, view, writable=False).get(PLAN_OP, b"") != query_plan(conn, select)
+        if StateStore(conn, view, writable=False).get(PLAN_OP, b"") == plan_fingerprint(conn, select):
+            return False
+        return bool(whole_delta(conn, view, select))
     except apsw.Error:
         return False  # (a table gone: the view's own checks say so)

@@ -25,6 +25,7 @@ from matview.names import fold, is_internal
 from matview.operators.whole import READ_ACTIONS
 from matview.plan import OutputColumn, Plan
 from matview.sql.from_clause import FromClause, Occurrence
+from matview.sql.from_items import view_parts
 from matview.sql.inline import plain_view_sql
 from matview.sql.sqltext import depth_walk, tokenize
 from matview.sql.validate import one_statement, probe_columns, refuse_nondeterministic
@@ -69,8 +70,17 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     """The plan of a view recomputed whole (`Plan.whole`), and its tables as a FROM clause."""
     select, tokens = one_statement(sql)
     names, decltypes = probe_columns(conn, select)
-    functions = refuse_nondeterministic(conn, select, tokens, whole=True)
     tables, views = _read_objects(conn, select, what)
+    # the plain views it reads run at every fold too: their calls are checked, their functions needed
+    functions = tuple(
+        sorted(
+            {
+                name
+                for text in [select, *(view_parts(body)[2] for _name, body in views)]
+                for name in refuse_nondeterministic(conn, text, tokenize(text), whole=True)
+            }
+        )
+    )
     if not tables:
         raise UnsupportedQuery(f"{what}: the view reads no table (a view needs a base table)")
     infos = [read_table(conn, table) for table in tables]
@@ -80,7 +90,10 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
             f"{what} reading rowid: table {renumbered[0]} has no INTEGER PRIMARY KEY, so VACUUM may renumber "
             "its rowids without a change the view would see"
         )
-    origins = apsw.ext.query_info(conn, select).description_full or ()
+    # (a set operation's column takes its first arm's type, which the other arms' values need not have:
+    # stored untyped, as the SELECT returns them)
+    compound = any(t.kind in (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT) for t in tokens)
+    origins = () if compound else apsw.ext.query_info(conn, select).description_full or ()
     columns = []
     for name, decltype, origin in zip(names, decltypes, [*origins, *([None] * len(names))], strict=False):
         column = None
@@ -122,7 +135,9 @@ def _read_objects(conn: apsw.Connection, select: str, what: str) -> tuple[list[s
     other: list[str] = []
 
     def authorize(action: int, name: str | None, _column: str | None, database: str | None, via: str | None) -> int:
-        if action == apsw.SQLITE_READ and name and database in ("main", "temp", None):
+        if action == apsw.SQLITE_READ and name and database not in ("main", "temp", None):
+            other.append(f"a table of attached database {database}")
+        elif action == apsw.SQLITE_READ and name and database in ("main", "temp", None):
             # (an internal table is named by the view it is read through: the user's)
             shown = via if via and is_internal(name) else name
             read.setdefault(fold(name), f"{database or 'main'}\0{name}\0{shown}")
@@ -138,8 +153,9 @@ def _read_objects(conn: apsw.Connection, select: str, what: str) -> tuple[list[s
         raise Error(f"invalid view definition: {exc}") from None
     finally:
         conn.authorizer = previous
-    if other:  # (a table-valued PRAGMA: the fold runs the SELECT allowed to read only)
-        raise UnsupportedQuery(f"{what}: the SELECT does more than read tables ({other[0]})")
+    if other:  # (a table-valued PRAGMA: the fold runs the SELECT allowed to read only; ATTACHed tables
+        # have no change capture)
+        raise UnsupportedQuery(f"{what}: the SELECT does more than read the main database's tables ({other[0]})")
     tables: list[str] = []
     views: dict[str, str] = {}
     for entry in read.values():

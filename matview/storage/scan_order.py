@@ -27,7 +27,7 @@ from matview.sql.sqltext import Token, split_alias, split_clauses, split_top_lev
 from matview.sql.validate import one_statement
 from matview.storage.schema import TableInfo, read_table
 
-_INDEX_USED = re.compile(r"USING (?:COVERING )?INDEX (\S+)")
+INDEX_USED = re.compile(r"USING (?:COVERING )?INDEX (\S+)")
 #: the opcodes of a backward scan (an ORDER BY … DESC read from an index or the table)
 _BACKWARD_OPCODES = {"Prev", "Last", "SeekLT", "SeekLE"}
 
@@ -169,7 +169,7 @@ def _reordering_scan(conn: apsw.Connection, plan: Plan, table: TableInfo, sql: s
         # (`id > 5 OR id < 4` meets 8 before 1)
         return "in several passes, one per OR term (MULTI-INDEX OR: write the condition another way)"
     for detail in details:
-        for index in _INDEX_USED.findall(detail):
+        for index in INDEX_USED.findall(detail):
             owner = conn.execute(
                 "SELECT tbl_name FROM main.sqlite_master WHERE type = 'index' AND name = ?", (index,)
             ).fetchone()
