@@ -174,7 +174,7 @@ def test_a_fold_never_runs_a_statement_that_writes(tmp_path: Path) -> None:
     conn = apsw.Connection(str(tmp_path / "db.sqlite"))
     conn.execute("CREATE TABLE t(x); INSERT INTO t VALUES (1)")
     for statement in ("DELETE FROM t", "WITH a AS (SELECT 1) INSERT INTO t SELECT * FROM a", "DROP TABLE t"):
-        with pytest.raises(apsw.AuthError):
+        with pytest.raises(apsw.SQLError, match="do more than read"):
             whole_rows(conn, statement)
     assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 1
 
@@ -289,3 +289,20 @@ def test_a_table_of_an_attached_database_is_refused(tmp_path: Path) -> None:
         conn.execute(
             "CREATE MATERIALIZED VIEW v AS SELECT t.id, x.w FROM t LEFT JOIN aux.x ON x.id = t.id ORDER BY t.id LIMIT 4"
         )
+
+
+def test_a_temp_table_named_like_its_table_never_reaches_the_view(tmp_path: Path) -> None:
+    """Run as written, `t` would read the connection's TEMP table t: the fold refuses to (the view
+    stalls, saying why; the write commits) instead of storing private rows in the file (review)."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g)")
+    conn.execute("INSERT INTO t VALUES (1, 1), (2, 5)")
+    conn.execute("CREATE MATERIALIZED VIEW v AS SELECT id, g FROM t ORDER BY g DESC LIMIT 2")
+    conn.execute("CREATE TEMP TABLE t(id, g)")
+    conn.execute("INSERT INTO temp.t VALUES (100, 100)")
+    conn.execute("INSERT INTO main.t(g) VALUES (50)")  # writes never fail
+    with pytest.raises(matview.Error, match="TEMP"):
+        conn.execute("SELECT * FROM v").fetchall()
+    conn.execute("DROP TABLE temp.t")
+    conn.execute("INSERT INTO main.t(g) VALUES (0)")  # the next fold takes it all
+    assert_views_match(conn, {"v": "SELECT id, g FROM t ORDER BY g DESC LIMIT 2"})

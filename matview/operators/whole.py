@@ -32,8 +32,10 @@ PLAN_OP = 1_000_004  # the query plan the stored rows were computed under (EXPLA
 READ_ACTIONS = frozenset({apsw.SQLITE_SELECT, apsw.SQLITE_READ, apsw.SQLITE_FUNCTION, apsw.SQLITE_RECURSIVE})
 
 
-def _only_reads(action: int, *_details: str | None) -> int:
-    return apsw.SQLITE_OK if action in READ_ACTIONS else apsw.SQLITE_DENY
+def _only_reads(action: int, _name: str | None, _column: str | None, database: str | None, *_via: str | None) -> int:
+    if action not in READ_ACTIONS or (action == apsw.SQLITE_READ and database not in ("main", None)):
+        return apsw.SQLITE_DENY  # (temp: a TEMP table named like a table it reads would hide that table)
+    return apsw.SQLITE_OK
 
 
 def whole_rows(conn: apsw.Connection, select: str) -> ZSet[bytes]:
@@ -42,7 +44,12 @@ def whole_rows(conn: apsw.Connection, select: str) -> ZSet[bytes]:
     previous = conn.authorizer
     conn.authorizer = _only_reads
     try:
-        cursor = conn.execute(select)
+        cursor = conn.execute(select, can_cache=False)
+    except apsw.AuthError as exc:
+        raise apsw.SQLError(
+            "its SELECT, as written, would read a TEMP table or view of this connection (one named like a table "
+            f"it reads hides that table) or do more than read the main database ({exc})"
+        ) from None
     finally:
         conn.authorizer = previous
     for row in cursor:

@@ -381,7 +381,9 @@ def _from_nodes(
             node_sql, views = plain  # (its body: reading it by name, the inline pass would meet the join again)
         node = _node(nodes, owner, node_sql)
         if views:
-            node = nodes[node_sql] = replace(node, views=views)
+            # (refused for its variants, it is named as the user knows it)
+            words = node.words or f"view {item.name}{' with DISTINCT' if distinct else ''}"
+            node = nodes[node_sql] = replace(node, views=views, words=words)
         if keyed:
             # its rows are DISTINCT because they keep a key: each class is one row, whatever its
             # values' variants (1 and 1.0 untyped), so the class shows that row's values

@@ -334,8 +334,14 @@ def matching_paren(tokens: Sequence[Token], open_index: int) -> int:
     raise Error("unbalanced parentheses in view definition")
 
 
+#: an internal node read under the name the user wrote (`sql.nodes`): `"__dbsp_node_v_1" AS "rev"`
+_NODE_READ = re.compile(r'"__dbsp_node_[^"]*"(?: AS ("[^"]*"|\w+))?')
+
+
 def excerpt(text: str, limit: int = 60) -> str:
-    """`text` for a message: whole, or cut at a word with an ellipsis."""
+    """`text` for a message: whole, or cut at a word with an ellipsis; an internal node is shown
+    by the name the user wrote for what it stands for."""
+    text = _NODE_READ.sub(lambda m: (m.group(1) or "a derived table").strip('"'), text)
     if len(text) <= limit:
         return text
     cut = text[:limit].rsplit(" ", 1)[0]

@@ -158,7 +158,8 @@ def _read_objects(conn: apsw.Connection, select: str, what: str) -> tuple[list[s
         raise UnsupportedQuery(f"{what}: the SELECT does more than read the main database's tables ({other[0]})")
     tables: list[str] = []
     views: dict[str, str] = {}
-    for entry in read.values():
+    # (the names the user knows first: a materialized view is refused by its name, not its storage's)
+    for entry in sorted(read.values(), key=lambda e: e.split("\0")[0] == "temp" or is_internal(e.split("\0")[1])):
         database, name, shown = entry.split("\0", 2)
         if database == "temp" or is_internal(name):
             raise UnsupportedQuery(f"{what} over a materialized view or temporary table ({shown}) is not supported yet")
