@@ -263,7 +263,7 @@ class Connection:
         with self._writing():
             if isinstance(statement, statements.CreateView):
                 self._fold_views(self._subscribed())  # its upstreams may fold: their ΔV is recorded
-                unknown = set(statement.options) - {"maintenance", "indexes"}
+                unknown = set(statement.options) - {"maintenance", "indexes", "recompute"}
                 if unknown:
                     raise Error(f"unknown view option(s): {', '.join(sorted(unknown))}")
                 indexes = statement.options.get("indexes", "auto")
@@ -277,6 +277,7 @@ class Connection:
                     statement.options.get("maintenance", "immediate"),
                     statement.if_not_exists,
                     auto_indexes=indexes == "auto",
+                    recompute=statement.options.get("recompute", "auto"),
                 )
             elif isinstance(statement, statements.DropView):
                 lifecycle.drop_view(self.apsw, self.registry, statement.name, statement.if_exists)

@@ -60,6 +60,12 @@ def _existing_object(conn: apsw.Connection, name: str) -> str | None:
     return None
 
 
+#: a SELECT the incremental engine refuses is recomputed whole instead, where SQLite can run it
+#: again exactly (`sql.whole`); `WITH (recompute = 'never')` refuses instead. The test suite turns
+#: this off to test the incremental engine's own refusals (`tests/conftest.py`).
+FALL_BACK_TO_WHOLE = True
+
+
 def _check_name(name: str) -> None:
     if not name:
         raise Error("a materialized view needs a name")
@@ -79,12 +85,17 @@ def create_view(
     auto_indexes: bool = True,
     internal: bool = False,
     populate: Populate | None = None,
+    recompute: str = "auto",
 ) -> None:
-    """CREATE MATERIALIZED VIEW; `internal`: a node of another view (see `matview.sql.nodes`)."""
+    """CREATE MATERIALIZED VIEW; `internal`: a node of another view (see `matview.sql.nodes`);
+    `recompute`: "auto" (a view no delta rule maintains is recomputed whole at every change:
+    `sql.whole`) or "never" (refused instead)."""
     if not internal:
         _check_name(name)
         if NODE_PREFIX in sql.lower():
             raise UnsupportedQuery(f"{NODE_PREFIX}…: matview's internal views cannot be read by a view")
+    if recompute not in ("auto", "never"):
+        raise Error(f"recompute must be 'auto' or 'never', not {recompute!r}")
     if maintenance not in MAINTENANCE_MODES:
         raise Error(f"maintenance must be one of {', '.join(MAINTENANCE_MODES)}, not {maintenance!r}")
     if registry.get(name) is not None:
@@ -99,7 +110,9 @@ def create_view(
     registry.evaluator.forget(name)
     with savepoint(conn):
         catalog.ensure_catalog(conn)
-        compiled = _compile_with_nodes(conn, registry, name, sql, maintenance, auto_indexes)
+        compiled = _compile_with_nodes(
+            conn, registry, name, sql, maintenance, auto_indexes, whole=recompute == "auto" and not internal
+        )
         sharing: dict[str, View] = {}  # views whose capture is rebuilt here (its table changed)
         for table in compiled.plan.base_tables:
             info = read_table(conn, table)
@@ -156,22 +169,31 @@ def _compile_with_nodes(
     maintenance: str,
     auto_indexes: bool,
     create_nodes: bool = True,
+    whole: bool = True,
 ) -> Compiled:
     """Compile a view's SELECT, which reads its internal nodes (`matview.sql.nodes`): created first,
-    or (`create_nodes` false, a rebuild) already there."""
+    or (`create_nodes` false, a rebuild) already there. `whole`: where no delta rule applies (a top
+    N, a window) or the incremental engine refuses, the view is recomputed whole (`sql.whole`)."""
     refuse_index_hints(sql)
     sql = spell_distinct_from(sql)
-    what = whole_construct(sql)
+    what = whole_construct(sql) if whole else None
     if what is None:
         try:
             with savepoint(conn):
                 return _compile_incrementally(conn, registry, name, sql, maintenance, auto_indexes, create_nodes)
-        except UnsupportedQuery:
-            # a LIMIT or a window inside (a plain view, a derived table): recomputed whole instead
-            what = whole_construct_inside(conn, sql)
-            if what is None:
+        except UnsupportedQuery as refusal:
+            # a LIMIT or a window inside a plain view or a derived table; or (by default) anything the
+            # incremental engine refuses: recomputed whole instead, where SQLite can run the SELECT
+            # again exactly; else the refusal stands, naming what the user wrote
+            inside = whole_construct_inside(conn, sql) if whole else None
+            if inside is None and not (whole and FALL_BACK_TO_WHOLE):
                 raise
             registry.invalidate()  # (nodes the attempt made are gone with its savepoint)
+            try:
+                plan, source = compile_whole(conn, sql, inside or "this SELECT")
+            except Error:
+                raise refusal from None
+            return Compiled(plan, whole_tree(), source)
     plan, source = compile_whole(conn, sql, what)  # (the statement runs as written, no node)
     return Compiled(plan, whole_tree(), source)
 
@@ -395,7 +417,16 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View, populate: Po
     entry = view.entry
     plan = with_indexes(
         conn,
-        _compile_with_nodes(conn, registry, view.name, entry.sql, entry.maintenance, entry.plan.auto_indexes, False),
+        _compile_with_nodes(
+            conn,
+            registry,
+            view.name,
+            entry.sql,
+            entry.maintenance,
+            entry.plan.auto_indexes,
+            create_nodes=False,
+            whole=bool(entry.plan.whole),  # (recomputed whole, or incremental, as it was made)
+        ),
     )
     # indexes it made before exist (no term scans now): still its own, dropped with it
     plan = replace(plan, indexes=tuple(dict.fromkeys((*view.entry.plan.indexes, *plan.indexes))))
