@@ -116,7 +116,8 @@ def _describe(conn: apsw.Connection, registry: Registry, view: View, nodes: list
         reads = list(dict.fromkeys(source_ids[plan.sources[n]] for n in sorted(in_subquery)))
         current.append(_add(nodes, prefix, "subquery", "subqueries", probes, reads))
     if plan.whole:  # (`sql.whole`: ΔV = Q(I(A)) − V at every fold)
-        current = [_add(nodes, prefix, "whole", "recomputed whole", [plan.whole], current)]
+        details = [plan.whole, *([f"why: {plan.whole_reason}"] if plan.whole_reason else [])]
+        current = [_add(nodes, prefix, "whole", "recomputed whole", details, current)]
     else:
         current = _operators(conn, view, outer, nodes, prefix, current)
     stored = _count(conn, f"SELECT count(*) FROM {quote(names.view_table(view.name))}")

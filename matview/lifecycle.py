@@ -190,7 +190,7 @@ def _compile_with_nodes(
                 raise
             registry.invalidate()  # (nodes the attempt made are gone with its savepoint)
             try:
-                plan, source = compile_whole(conn, sql, inside or "this SELECT")
+                plan, source = compile_whole(conn, sql, inside or str(refusal))
             except Error:
                 raise refusal from None
             return Compiled(plan, whole_tree(), source)

@@ -182,6 +182,7 @@ class Plan:
     internal_nodes: tuple[str, ...] = ()  # hidden views made for its derived tables (see `matview.sql.nodes`)
     #: a view recomputed whole at every fold (top-N LIMIT, windows): its SELECT as written (`sql.whole`)
     whole: str = ""
+    whole_reason: str = ""  # why: "LIMIT", "a window function", or the incremental engine's refusal
 
     @property
     def group_count(self) -> int:

@@ -118,6 +118,7 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
         plain_views=views,
         auto_indexes=False,
         whole=select,
+        whole_reason=what,
     )
     source = FromClause(tuple(Occurrence(i, i.name) for i in infos), tuple(frozenset() for _ in infos), ())
     return plan, source
