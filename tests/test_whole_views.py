@@ -306,3 +306,16 @@ def test_a_temp_table_named_like_its_table_never_reaches_the_view(tmp_path: Path
     conn.execute("DROP TABLE temp.t")
     conn.execute("INSERT INTO main.t(g) VALUES (0)")  # the next fold takes it all
     assert_views_match(conn, {"v": "SELECT id, g FROM t ORDER BY g DESC LIMIT 2"})
+
+
+def test_created_dropped_and_created_again_on_one_connection(tmp_path: Path) -> None:
+    """The tables are found by the authorizer while SQLite prepares the SELECT: a statement apsw
+    cached from the first CREATE would report none."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    for sql in SETUP:
+        conn.execute(sql)
+    for _ in range(3):
+        conn.execute(f"CREATE MATERIALIZED VIEW v AS {VIEWS['top']}")
+        conn.execute("INSERT INTO posts VALUES (NULL, 1, 7, 'd7')")
+        assert_views_match(conn, {"v": VIEWS["top"]})
+        conn.execute("DROP MATERIALIZED VIEW v")
