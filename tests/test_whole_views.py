@@ -153,6 +153,8 @@ def test_redefining_a_plain_view_it_reads_breaks_it(tmp_path: Path) -> None:
         ("SELECT 1 AS one LIMIT 1", "reads no table"),
         ("SELECT * FROM sqlite_master LIMIT 1", "schema table"),
         ("SELECT rowid, name FROM plain ORDER BY name LIMIT 2", "VACUUM may renumber"),
+        ("SELECT (SELECT count(*) FROM dbstat) AS pages, id FROM posts LIMIT 2", "dbstat"),
+        ("SELECT name FROM pragma_table_info('posts') LIMIT 1", "pragma_table_info"),
     ],
 )
 def test_refused_by_name(tmp_path: Path, select: str, words: str) -> None:

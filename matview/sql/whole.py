@@ -31,6 +31,9 @@ from matview.sql.sqltext import depth_walk, tokenize
 from matview.sql.validate import one_statement, probe_columns, refuse_nondeterministic
 from matview.storage.schema import ROWID_NAMES, read_table, table_kind
 
+#: table-valued functions whose rows are a function of their arguments alone
+_PURE_TABLE_FUNCTIONS = frozenset({"json_each", "json_tree"})
+
 
 def whole_construct(sql: str) -> str | None:
     """What makes a view's SELECT one to recompute whole, in the user's words; None otherwise."""
@@ -159,6 +162,7 @@ def _read_objects(conn: apsw.Connection, select: str, what: str) -> tuple[list[s
         raise UnsupportedQuery(f"{what}: the SELECT does more than read the main database's tables ({other[0]})")
     tables: list[str] = []
     views: dict[str, str] = {}
+    unwatched: list[str] = []
     # (the names the user knows first: a materialized view is refused by its name, not its storage's)
     for entry in sorted(read.values(), key=lambda e: e.split("\0")[0] == "temp" or is_internal(e.split("\0")[1])):
         database, name, shown = entry.split("\0", 2)
@@ -172,4 +176,10 @@ def _read_objects(conn: apsw.Connection, select: str, what: str) -> tuple[list[s
             views[name] = text
         elif kind is not None or name.lower().startswith("sqlite_"):
             tables.append(name)  # (`read_table` refuses the schema table, virtual tables)
+        elif fold(name) not in _PURE_TABLE_FUNCTIONS:
+            unwatched.append(name)
+    if unwatched:  # (an eponymous virtual table, dbstat, pragma_table_info: no capture sees what it reads)
+        raise UnsupportedQuery(
+            f"{what} reading {unwatched[0]}: a table-valued function or virtual table has no change capture"
+        )
     return tables, tuple(views.items())
