@@ -160,7 +160,7 @@ class Registry:
             if not view.broken and view.circuit.first_rows:
                 problem = variant_order_problem(self.conn, entry.plan, entry.sql)
                 view.broken = None if problem is None else f"materialized view {entry.name}: {problem}"
-            if not view.broken and entry.plan.whole and replanned_otherwise(self.conn, entry.name, entry.plan.whole):
+            if not view.broken and entry.plan.whole and self._replanned(entry):
                 view.broken = (
                     f"materialized view {entry.name}: SQLite now plans its SELECT otherwise (an index was created "
                     "or dropped, or ANALYZE ran), and so decides its ties otherwise: REFRESH MATERIALIZED VIEW "
@@ -183,6 +183,18 @@ class Registry:
                 elif read.broken or read.stalled:
                     view.broken = view.broken or self._as_own(view, read, read.broken)
                     view.stalled = view.stalled or self._as_own(view, read, read.stalled)
+
+    def _replanned(self, entry: ViewEntry) -> bool:
+        """A view recomputed whole whose SELECT SQLite now plans otherwise, with other rows, and
+        nothing pending: its stored rows are what a read shows (with changes pending, a read
+        recomputes it under the new plan — `operators.whole`)."""
+        pairs = [(entry.name, table) for table in entry.base_tables]
+        try:
+            if scalar(self.conn, f"SELECT {readable.pending_sql(pairs)}"):
+                return False
+        except apsw.Error:
+            return False  # (a capture gone: the view's own checks say so)
+        return replanned_otherwise(self.conn, entry.name, entry.plan.whole)
 
     @staticmethod
     def _as_own(view: View, read: View, reason: str | None) -> str | None:

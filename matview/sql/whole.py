@@ -87,15 +87,17 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     if not tables:
         raise UnsupportedQuery(f"{what}: the view reads no table (a view needs a base table)")
     infos = [read_table(conn, table) for table in tables]
+    # every text that runs at a fold: the SELECT and the plain views it reads
+    texts = [tokens, *(tokenize(view_parts(body)[2]) for _name, body in views)]
     renumbered = [i.name for i in infos if i.has_rowid and i.ipk is None]
-    if renumbered and any(t.kind != TokenType.STRING and t.text.lower() in ROWID_NAMES for t in tokens):
+    if renumbered and any(t.kind != TokenType.STRING and t.text.lower() in ROWID_NAMES for ts in texts for t in ts):
         raise UnsupportedQuery(
             f"{what} reading rowid: table {renumbered[0]} has no INTEGER PRIMARY KEY, so VACUUM may renumber "
             "its rowids without a change the view would see"
         )
     # (a set operation's column takes its first arm's type, which the other arms' values need not have:
     # stored untyped, as the SELECT returns them)
-    compound = any(t.kind in (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT) for t in tokens)
+    compound = any(t.kind in (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT) for ts in texts for t in ts)
     origins = () if compound else apsw.ext.query_info(conn, select).description_full or ()
     columns = []
     for name, decltype, origin in zip(names, decltypes, [*origins, *([None] * len(names))], strict=False):

@@ -177,6 +177,17 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
     """Introspect base table `name` of the main schema, refusing what triggers cannot watch."""
     if name.lower() in ("sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"):
         raise UnsupportedQuery(f"FROM {name}: the schema table cannot be maintained (no trigger sees its changes)")
+    if name.lower().startswith("sqlite_"):
+        raise UnsupportedQuery(f"FROM {name}: SQLite's own table cannot be maintained (no trigger may watch it)")
+    # (a shadow table is named `<virtual table>_<suffix>`; `pragma_table_list` would open every
+    # virtual table to tell, matview's own too)
+    shadow = (
+        "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND upper(sql) LIKE 'CREATE VIRTUAL TABLE%' "
+        "AND lower(substr(?1, 1, length(name) + 1)) = lower(name) || '_'"
+    )
+    if conn.execute(shadow, (name,)).fetchone():
+        # (a virtual table writes it from inside its own statements: a trigger there recurses)
+        raise UnsupportedQuery(f"FROM {name}: a virtual table's shadow table cannot be maintained")
     kind = table_kind(conn, name)
     if kind is None:
         if conn.execute("SELECT 1 FROM temp.sqlite_master WHERE name = ? COLLATE NOCASE", (name,)).fetchone():
