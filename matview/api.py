@@ -18,7 +18,7 @@ from typing import Any
 
 import apsw
 
-from matview import feed, lifecycle, names, progress, upstream
+from matview import base_ddl, feed, lifecycle, names, progress, upstream
 from matview.errors import Error, SchemaChanged
 from matview.fold import fold_pending_deltas, pending_count
 from matview.names import fold, is_node, quote, view_table
@@ -38,18 +38,6 @@ _FOLD_BEFORE = {"COMMIT", "END", "RELEASE"}
 _MATERIALIZED = {"CREATE", "DROP", "REFRESH"}  # (first words of the MATERIALIZED VIEW statements)
 _READS = {"SELECT", "WITH", "VALUES", "EXPLAIN", "PRAGMA"}
 _DDL = {"CREATE", "DROP", "ALTER"}  # (plain DDL and the MATERIALIZED VIEW statements: they write)
-
-
-def _changes_statistics(sql: str) -> bool:
-    """ANALYZE or `PRAGMA optimize`: new statistics, which may change SQLite's plans."""
-    word = statements.first_word(sql)
-    return word == "ANALYZE" or (word == "PRAGMA" and "optimize" in sql.lower())
-
-
-def _temporary(sql: str) -> bool:
-    """`CREATE TEMP …`: writes no table of the file (so takes no write lock first)."""
-    words = sql.split(None, 2)
-    return len(words) > 1 and words[1].upper() in ("TEMP", "TEMPORARY")
 
 
 _savepoints = itertools.count()
@@ -126,11 +114,15 @@ class Connection:
         index = statements.parse_create_index(sql) if word == "CREATE" else None
         if index is not None and self.registry.get(index.table) is not None:
             return self._create_index_on_view(index)
-        dependents = self._dependents_of_ddl(sql) if word == "ALTER" and statements.adds_column(sql) else []
+        dependents = (
+            base_ddl.dependents(self.apsw, self.registry, sql)
+            if word == "ALTER" and statements.adds_column(sql)
+            else []
+        )
         if dependents:
             return self._add_column(sql, params, dependents)
         if word in ("DROP", "ALTER"):
-            self._refuse_base_ddl(sql)
+            base_ddl.refuse(self.apsw, self.registry, sql)
         if word in _WRITES and self.registry.lost_capture:
             self._repair_capture()
         if word in _FOLD_BEFORE and not self.apsw.get_autocommit():
@@ -140,7 +132,7 @@ class Connection:
         elif word in ("SELECT", "WITH") and self.apsw.get_autocommit():
             self._fold_deferred_before_read(sql, views)
             self._poll_if_others_wrote()
-        if _changes_statistics(sql):
+        if statements.changes_statistics(sql):
             # New statistics may change SQLite's plans with no schema change: views whose rows
             # follow its scan order (`scan_order`) are checked again at the next look.
             result = Rows(list(self._run(sql, params)))
@@ -174,7 +166,7 @@ class Connection:
             or statements.first_word(statement) in ("DROP", "ALTER", "CREATE")
         ]
         if not handled:
-            if not any(_changes_statistics(statement) for statement in script):
+            if not any(statements.changes_statistics(statement) for statement in script):
                 return self.apsw.execute(sql, params)
             rows = Rows(list(self.apsw.execute(sql, params)))
             self.registry.invalidate()  # (ANALYZE inside: see `_execute`)
@@ -199,7 +191,7 @@ class Connection:
                 result = self.apsw.executemany(sql, sequence)
             self._feed.deliver()
             return result
-        if _changes_statistics(sql):
+        if statements.changes_statistics(sql):
             rows = Rows(list(self.apsw.executemany(sql, sequence)))
             self.registry.invalidate()  # (see `_execute`)
             return rows
@@ -217,7 +209,7 @@ class Connection:
         word = statements.first_word(sql)
         if (
             word in _WRITES
-            or (word in _DDL and not _temporary(sql))
+            or (word in _DDL and not statements.is_temporary(sql))
             or (word in _MATERIALIZED and statements.parse_materialized(sql) is not None)
         ):
             self._take_write_lock()
@@ -297,40 +289,6 @@ class Connection:
         self.execute(f"CREATE {unique}INDEX {guard}main.{quote(index.index)} ON {table} {columns}")
         return Rows([])
 
-    def _ddl_target(self, sql: str) -> str | None:
-        """The main-schema table a DROP/ALTER names (None: none, or the user's temp table,
-        which an unqualified name means first, as SQLite resolves it)."""
-        target = statements.table_ddl_target(sql)
-        if target is None or self.registry.get(target) is not None:
-            return target  # (a materialized view's temp shadow is matview's too)
-        temp = (
-            statements.names_temp(sql)
-            or self.apsw.execute(
-                "SELECT 1 FROM temp.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE", (target,)
-            ).fetchone()
-        )
-        return None if temp else target
-
-    def _dependents_of_ddl(self, sql: str) -> list[View]:
-        target = self._ddl_target(sql)
-        return [] if target is None else self.registry.views_on(target)
-
-    def _refuse_base_ddl(self, sql: str) -> None:
-        target = self._ddl_target(sql)
-        if target is None:
-            return
-        if self.registry.get(target) is not None:
-            # its plain view in main and its temp shadow are matview's to drop, together
-            raise Error(f"{target} is a materialized view: use DROP MATERIALIZED VIEW")
-        dependents = self.registry.views_on(target)
-        if dependents:
-            # (a view's internal nodes go with it: the user named only the views)
-            shown = [v.name for v in dependents if not is_node(v.name)] or [v.name for v in dependents]
-            raise Error(
-                f"table {target} is used by materialized view(s) {', '.join(shown)}: "
-                "DROP MATERIALIZED VIEW them first (ALTER TABLE … ADD COLUMN is maintained)"
-            )
-
     def _add_column(self, sql: str, params: Any, dependents: list[View]) -> Rows:
         """`ALTER TABLE t ADD COLUMN …` on a table views read (an application's migration): the
         column is added, then the table's change capture and every view over it rebuilt, in one
@@ -343,7 +301,7 @@ class Connection:
             self.registry.invalidate()
             lifecycle.refresh_view(self.apsw, self.registry, refreshed.name)
             # a view whose columns would change (`SELECT *`) cannot be rebuilt in place: undone
-            unbuilt = [v for v in self._dependents_of_ddl(sql) if v.entry.plan.needs_refresh]
+            unbuilt = [v for v in base_ddl.dependents(self.apsw, self.registry, sql) if v.entry.plan.needs_refresh]
             if unbuilt:
                 raise Error(f"{statements.first_word(sql)} TABLE … ADD: {unbuilt[0].entry.plan.needs_refresh}")
             self._record_rebuilt(before)

@@ -95,9 +95,7 @@ class Circuit:
         memo = store.memo.setdefault(("first rows", count), {"asked": 0, "all": None})
         memo["asked"] += 1
         if memo["all"] is None and memo["asked"] > _FIRST_ROWS_ONE_BY_ONE:
-            memo["all"] = {
-                group_key(row, collations): list(row) for row in conn.execute(self._first_rows_sql[count])
-            }
+            memo["all"] = {group_key(row, collations): list(row) for row in conn.execute(self._first_rows_sql[count])}
         if memo["all"] is not None:
             return memo["all"].get(group_key(values, collations))
         found = conn.execute(self._first_row_sql[count], tuple(values)).fetchone()

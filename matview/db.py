@@ -66,4 +66,3 @@ def savepoint(conn: apsw.Connection) -> Iterator[None]:
 def column_count(conn: apsw.Connection, sql: str) -> int:
     """How many columns the SELECT `sql` gives, as SQLite prepares it (nothing is run)."""
     return len(apsw.ext.query_info(conn, sql).description or ())
-

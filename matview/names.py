@@ -109,4 +109,3 @@ def all_of(terms: list[str]) -> str:
 def is_node(name: str) -> bool:
     """Whether a materialized view is an internal node of another view (`matview.sql.nodes`)."""
     return fold(name).startswith(NODE_PREFIX)
-

@@ -144,6 +144,18 @@ def names_temp(sql: str) -> bool:
     return _TEMP_QUALIFIED.match(sql) is not None
 
 
+def changes_statistics(sql: str) -> bool:
+    """ANALYZE or `PRAGMA optimize`: new statistics, which may change SQLite's plans."""
+    word = first_word(sql)
+    return word == "ANALYZE" or (word == "PRAGMA" and "optimize" in sql.lower())
+
+
+def is_temporary(sql: str) -> bool:
+    """`CREATE TEMP …`: writes no table of the file (so takes no write lock first)."""
+    words = sql.split(None, 2)
+    return len(words) > 1 and words[1].upper() in ("TEMP", "TEMPORARY")
+
+
 def adds_column(sql: str) -> bool:
     """Whether the statement is `ALTER TABLE … ADD [COLUMN] …`."""
     return _ADD_COLUMN.match(sql) is not None

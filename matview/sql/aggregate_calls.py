@@ -60,7 +60,6 @@ class AggregateCalls:
             raise UnsupportedQuery(f"{where}: the separator must be a constant") from None
         return "" if row is None or row[0] is None else str(row[0])
 
-
     def _call_key(self, call: AggregateCall) -> tuple[tuple[str, str], ...]:
         """What two calls SQLite computes once share (its aggregates are deduplicated too)."""
         return (
@@ -250,8 +249,8 @@ class AggregateCalls:
             # which the kept extreme row is (`operators.bare_columns`) where bare columns could be
             # (beside another MIN/MAX or with FILTER, each keeps its own rows by (class, rowid):
             # `Accumulator.update`)
-            witnessed = func in ("min", "max") and not call.distinct and (
-                self.bare_refusal is None or self.rowid_ordered
+            witnessed = (
+                func in ("min", "max") and not call.distinct and (self.bare_refusal is None or self.rowid_ordered)
             )
             if collation != "BINARY" and not (counted or witnessed):
                 raise UnsupportedQuery(f"{where} over a {collation}-collated value is not supported yet")

@@ -318,8 +318,7 @@ def build_plan(
     extremes = any(a.func in ("min", "max") for a in builder.aggs)
     has_bare = any(a.func == "bare" for a in builder.aggs)
     spelled = not exact_groups and (
-        not extremes
-        or all(_plain_column(builder, toks) or builder.value_class(toks) for toks in group_terms)
+        not extremes or all(_plain_column(builder, toks) or builder.value_class(toks) for toks in group_terms)
     )
     # (a MIN/MAX under NOCASE/RTRIM shows its class's first spelling: the kept row's)
     collated = any(a.func in ("min", "max") and a.collation != "BINARY" for a in builder.aggs)

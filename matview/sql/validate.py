@@ -144,8 +144,7 @@ def probe_columns(conn: apsw.Connection, sql: str) -> tuple[list[str], list[str]
             # (two columns of one name keep the view's `id`, `id:1`: a table holds each name once)
             folded = [fold(name) for name in named]
             info = [
-                (row[0], name if folded.count(fold(name)) == 1 else row[1], *row[2:])
-                for row, name in zip(info, named)
+                (row[0], name if folded.count(fold(name)) == 1 else row[1], *row[2:]) for row, name in zip(info, named)
             ]
     except apsw.SQLError as exc:
         raise Error(f"invalid view definition: {_sqlite_message(exc)}") from None

@@ -1,0 +1,56 @@
+"""DROP and ALTER of the tables materialized views read: which statements matview refuses.
+
+A base table's change capture and every view over it depend on its columns, so dropping or
+altering it under a view would leave the view unmaintainable. `ALTER TABLE … ADD COLUMN`
+is allowed (the API rebuilds the capture and the views in the same transaction); any other
+DROP/ALTER of a base table is refused, naming the views to drop first.
+"""
+
+from __future__ import annotations
+
+import apsw
+
+from matview.errors import Error
+from matview.names import is_node
+from matview.registry import Registry, View
+from matview_ext import statements
+
+
+def target(conn: apsw.Connection, registry: Registry, sql: str) -> str | None:
+    """The main-schema table a DROP/ALTER names (None: none, or the user's temp table,
+    which an unqualified name means first, as SQLite resolves it)."""
+    name = statements.table_ddl_target(sql)
+    if name is None or registry.get(name) is not None:
+        return name  # (a materialized view's temp shadow is matview's too)
+    temp = (
+        statements.names_temp(sql)
+        or conn.execute(
+            "SELECT 1 FROM temp.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE", (name,)
+        ).fetchone()
+    )
+    return None if temp else name
+
+
+def dependents(conn: apsw.Connection, registry: Registry, sql: str) -> list[View]:
+    """The views (internal nodes included) over the table a DROP/ALTER names."""
+    name = target(conn, registry, sql)
+    return [] if name is None else registry.views_on(name)
+
+
+def refuse(conn: apsw.Connection, registry: Registry, sql: str) -> None:
+    """Raise `Error` for a DROP/ALTER of a materialized view's own objects or of a table
+    views read, naming them."""
+    name = target(conn, registry, sql)
+    if name is None:
+        return
+    if registry.get(name) is not None:
+        # its plain view in main and its temp shadow are matview's to drop, together
+        raise Error(f"{name} is a materialized view: use DROP MATERIALIZED VIEW")
+    views = registry.views_on(name)
+    if views:
+        # (a view's internal nodes go with it: the user named only the views)
+        shown = [v.name for v in views if not is_node(v.name)] or [v.name for v in views]
+        raise Error(
+            f"table {name} is used by materialized view(s) {', '.join(shown)}: "
+            "DROP MATERIALIZED VIEW them first (ALTER TABLE … ADD COLUMN is maintained)"
+        )
