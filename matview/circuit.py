@@ -155,7 +155,7 @@ class Circuit:
         if self.plan.whole:
             if store.writable:  # (a fold: the plan its rows are computed under, for `replanned_otherwise`)
                 whole.keep_query_plan(conn, store, self.plan.whole)
-            return whole.whole_delta(conn, self.view, self.plan.whole)
+            return whole.whole_delta(conn, self.view, self.plan)
         if self.plan.root_recompute:
             return self.step(partition.root_delta(conn, self.delta_terms, ranges, store), store)
         applied = store.writable
@@ -173,7 +173,7 @@ class Circuit:
             return self.step(partition.populate_roots(conn, self.delta_terms, store), store)
         if self.plan.whole:
             whole.keep_query_plan(conn, store, self.plan.whole)
-            return whole.whole_rows(conn, self.plan.whole)
+            return whole.whole_rows(conn, self.plan)
         found = self._sql_aggregate(conn, self.base_sql, (), store)
         if found is not None:
             return found

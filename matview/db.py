@@ -47,6 +47,22 @@ def describe(exc: BaseException) -> str:
 
 
 @contextmanager
+def own_statements(conn: apsw.Connection) -> Iterator[None]:
+    """matview's own statements, run while SQLite prepares or runs a user's statement under an
+    authorizer (a view recomputed whole that reads a materialized view's virtual table,
+    `sql.whole`): the authorizer judges what the user's statement reads, not these."""
+    previous = conn.authorizer
+    if previous is None:
+        yield
+        return
+    conn.authorizer = None
+    try:
+        yield
+    finally:
+        conn.authorizer = previous
+
+
+@contextmanager
 def savepoint(conn: apsw.Connection) -> Iterator[None]:
     """A savepoint: released on success, rolled back to (and released) on any exception."""
     name = f'"__dbsp_sp_{next(_savepoints)}"'

@@ -60,6 +60,7 @@ class Circuit:
 _RULES = {
     "source": "its delta log: triggers record each committed row change with weight ±1",
     "upstream": "reads the upstream view's ΔV of the same fold (views fold upstream first)",
+    "upstream_whole": "read as any reader reads it (stored rows, pending changes merged); folds first",
     "join": "bilinear: Δ(A⋈B) = ΔA⋈B + A⋈ΔB + ΔA⋈ΔB, one delta term per changed input, probing the others",
     "map": "linear (σ/π): Δ(σπ R) = σπ(ΔR), SQLite runs the SELECT over the deltas only",
     "subquery": "a change on either side re-evaluates the outer rows it reaches (−old +new)",
@@ -187,7 +188,8 @@ def _source(
         if inner is not None and is_node(inner.name):
             return _describe(conn, registry, inner, nodes, prefix=f"{prefix}{table}/")
         size = _count(conn, f"SELECT count(*) FROM {quote(names.view_table(table))}")
-        nodes.append(Node(node_id, "upstream", f"view {table}", _RULES["upstream"], [f"{size} stored rows"]))
+        rule = _RULES["upstream_whole" if view.entry.plan.whole else "upstream"]
+        nodes.append(Node(node_id, "upstream", f"view {table}", rule, [f"{size} stored rows"]))
         return node_id
     log = _count(conn, f"SELECT count(*) FROM {quote(names.delta_table(table))}")
     details = [

@@ -112,8 +112,8 @@ class Registry:
         # could not: every statement on main would fail with SQLITE_SCHEMA.
         version = scalar(self.conn, "SELECT schema_version FROM main.pragma_schema_version")
         if version != self._schema_version:
-            self._load()
-            self._schema_version = version
+            self._schema_version = None
+            self._load(version)
         return self.views
 
     def sync_shadows(self) -> dict[str, View]:
@@ -140,7 +140,7 @@ class Registry:
             self._shadowed = (versions[0], after) if complete else None
         return views
 
-    def _load(self) -> None:
+    def _load(self, version: int) -> None:
         entries = catalog.load_views(self.conn)
         views: dict[str, View] = {}
         self.lost_capture = {}
@@ -160,18 +160,24 @@ class Registry:
             if not view.broken and view.circuit.first_rows:
                 problem = variant_order_problem(self.conn, entry.plan, entry.sql)
                 view.broken = None if problem is None else f"materialized view {entry.name}: {problem}"
-            if not view.broken and entry.plan.whole and self._replanned(entry):
-                view.broken = (
-                    f"materialized view {entry.name}: SQLite now plans its SELECT otherwise (an index was created "
-                    "or dropped, or ANALYZE ran), and so decides its ties otherwise: REFRESH MATERIALIZED VIEW "
-                    f"{entry.name}"
-                )
             views[key] = view
         self.views = views
         self._dependents = None
         self._linked = None
         self._groups = {}
         self.pending_deltas = {}
+        # (loaded: a view recomputed whole that reads a materialized view runs its SELECT below, whose
+        # read of that view asks this registry again)
+        self._schema_version = version
+        try:
+            self._check_views_read(views)
+        except BaseException:
+            self._schema_version = None
+            raise
+
+    def _check_views_read(self, views: dict[str, View]) -> None:
+        """Upstream first: a view recomputed whole that SQLite now plans otherwise, and a view
+        over a view that cannot be maintained, are broken."""
         for view in self.fold_order(list(views.values())):
             # a view over a view that cannot be maintained cannot be either
             for read in self.upstreams_of(view):
@@ -183,6 +189,12 @@ class Registry:
                 elif read.broken or read.stalled:
                     view.broken = view.broken or self._as_own(view, read, read.broken)
                     view.stalled = view.stalled or self._as_own(view, read, read.stalled)
+            if not view.broken and not view.stalled and view.entry.plan.whole and self._replanned(view.entry):
+                view.broken = (
+                    f"materialized view {view.name}: SQLite now plans its SELECT otherwise (an index was created "
+                    "or dropped, or ANALYZE ran), and so decides its ties otherwise: REFRESH MATERIALIZED VIEW "
+                    f"{view.name}"
+                )
 
     def _replanned(self, entry: ViewEntry) -> bool:
         """A view recomputed whole whose SELECT SQLite now plans otherwise, with other rows, and
@@ -194,7 +206,7 @@ class Registry:
                 return False
         except apsw.Error:
             return False  # (a capture gone: the view's own checks say so)
-        return replanned_otherwise(self.conn, entry.name, entry.plan.whole)
+        return replanned_otherwise(self.conn, entry.name, entry.plan)
 
     @staticmethod
     def _as_own(view: View, read: View, reason: str | None) -> str | None:

@@ -20,7 +20,7 @@ from typing import Any
 import apsw
 
 from matview import names
-from matview.db import ENVIRONMENT_ERRORS, describe
+from matview.db import ENVIRONMENT_ERRORS, describe, own_statements
 from matview.errors import Error, SchemaChanged
 from matview.fold import pending_view_delta
 from matview.keys import row_of
@@ -93,7 +93,8 @@ class Module:
 
     def Connect(self, db: Any, modulename: str, dbname: str, tablename: str, *args: str) -> tuple[str, Table]:
         try:
-            return self.Create(db, modulename, dbname, tablename, *args)
+            with own_statements(self.conn):
+                return self.Create(db, modulename, dbname, tablename, *args)
         except Error:
             if dbname != "temp":
                 raise
@@ -146,9 +147,10 @@ class Table:
         return indexed
 
     def BestIndex(self, constraints: Sequence[tuple[int, int]], orderbys: Sequence[tuple[int, bool]]) -> Any:
-        view = self.view()
+        with own_statements(self.module.conn):
+            view = self.view()
+            indexed = self._indexed_columns(view)
         columns = view.entry.plan.columns
-        indexed = self._indexed_columns(view)
         used: list[Any] = []
         plan: list[str] = []
         cost = 1_000_000.0
@@ -200,6 +202,10 @@ class Cursor:
         self.position = 0
 
     def Filter(self, indexnum: int, indexname: str, constraintargs: Sequence[Any]) -> None:
+        with own_statements(self.table.module.conn):
+            self._filter(indexname, constraintargs)
+
+    def _filter(self, indexname: str, constraintargs: Sequence[Any]) -> None:
         view = self.table.view()
         conn = self.table.module.conn
         columns = view.entry.plan.columns
@@ -308,7 +314,7 @@ _KEYS_PER_LOOKUP = 400
 
 
 class PendingCursor(Cursor):
-    def Filter(self, indexnum: int, indexname: str, constraintargs: Sequence[Any]) -> None:
+    def _filter(self, indexname: str, constraintargs: Sequence[Any]) -> None:
         told = dict(zip(indexname.split(",") if indexname else [], constraintargs))
         view = self.table.view(told.get("schema"))  # (raises when the view cannot be read)
         conn = self.table.module.conn

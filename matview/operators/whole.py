@@ -16,11 +16,15 @@ recomputes it (`replanned_otherwise`), as a view that follows a scan order does
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import apsw
 
 from matview import names
+from matview.errors import Error
 from matview.keys import row_key
-from matview.names import quote
+from matview.names import fold, quote
+from matview.plan import Plan
 from matview.storage.scan_order import INDEX_USED, query_plan
 from matview.storage.state import StateStore
 from matview.zset import ZSet
@@ -32,19 +36,33 @@ PLAN_OP = 1_000_004  # the query plan the stored rows were computed under (EXPLA
 READ_ACTIONS = frozenset({apsw.SQLITE_SELECT, apsw.SQLITE_READ, apsw.SQLITE_FUNCTION, apsw.SQLITE_RECURSIVE})
 
 
-def _only_reads(action: int, _name: str | None, _column: str | None, database: str | None, *_via: str | None) -> int:
-    if action not in READ_ACTIONS or (action == apsw.SQLITE_READ and database not in ("main", None)):
-        return apsw.SQLITE_DENY  # (temp: a TEMP table named like a table it reads would hide that table)
-    return apsw.SQLITE_OK
+def _only_reads(upstreams: frozenset[str]) -> Callable[..., int]:
+    """The authorizer a fold prepares a view's SELECT under: it may read the main database, and
+    the materialized views it reads (`upstreams`, folded names) through their TEMP virtual tables."""
+
+    def authorize(action: int, name: str | None, _column: str | None, database: str | None, via: str | None) -> int:
+        if via and fold(via) in upstreams:
+            return apsw.SQLITE_OK  # (what a materialized view's TEMP shadow view reads: matview's own)
+        if action not in READ_ACTIONS:
+            return apsw.SQLITE_DENY
+        if action == apsw.SQLITE_READ and database not in ("main", None) and fold(name or "") not in upstreams:
+            return apsw.SQLITE_DENY  # (temp: a TEMP table named like a table it reads would hide that table)
+        return apsw.SQLITE_OK
+
+    return authorize
 
 
-def whole_rows(conn: apsw.Connection, select: str) -> ZSet[bytes]:
-    """The rows of `select` now, as a Z-set keyed by row identity."""
+def whole_rows(conn: apsw.Connection, plan: Plan) -> ZSet[bytes]:
+    """The rows of the view's SELECT (`plan.whole`) now, as a Z-set keyed by row identity. A
+    materialized view it reads is read as any reader reads it (its virtual table: the stored
+    rows with its pending changes merged), so the rows are exact whether or not it has folded."""
     rows: ZSet[bytes] = ZSet()
     previous = conn.authorizer
-    conn.authorizer = _only_reads
+    conn.authorizer = _only_reads(frozenset(fold(name) for name in plan.upstream_views))
     try:
-        cursor = conn.execute(select, can_cache=False)
+        # (checked while SQLite prepares it, not while it runs: a virtual table it reads runs
+        # matview's own statements, which write TEMP scratch tables)
+        conn.execute(f"EXPLAIN {plan.whole}", can_cache=False).close()
     except apsw.AuthError as exc:
         raise apsw.SQLError(
             "its SELECT, as written, would read a TEMP table or view of this connection (one named like a table "
@@ -52,14 +70,14 @@ def whole_rows(conn: apsw.Connection, select: str) -> ZSet[bytes]:
         ) from None
     finally:
         conn.authorizer = previous
-    for row in cursor:
+    for row in conn.execute(plan.whole, can_cache=False):
         rows.add(row_key(tuple(row)), 1)
     return rows
 
 
-def whole_delta(conn: apsw.Connection, view: str, select: str) -> ZSet[bytes]:
-    """ΔV = Q(I(A)) − V: the rows of `select` now, less those view `view` stores."""
-    delta = whole_rows(conn, select)
+def whole_delta(conn: apsw.Connection, view: str, plan: Plan) -> ZSet[bytes]:
+    """ΔV = Q(I(A)) − V: the rows of the view's SELECT now, less those view `view` stores."""
+    delta = whole_rows(conn, plan)
     key, weight = quote(names.KEY), quote(names.WEIGHT)
     for stored, count in conn.execute(f"SELECT {key}, {weight} FROM {quote(names.view_table(view))}"):
         delta.add(bytes(stored), -count)
@@ -85,15 +103,15 @@ def keep_query_plan(conn: apsw.Connection, store: StateStore, select: str) -> No
     store.put(PLAN_OP, b"", plan_fingerprint(conn, select))
 
 
-def replanned_otherwise(conn: apsw.Connection, view: str, select: str) -> bool:
+def replanned_otherwise(conn: apsw.Connection, view: str, plan: Plan) -> bool:
     """Whether SQLite now plans view `view`'s `select` otherwise than when its stored rows were
     computed *and* the SELECT now gives other rows (which of tied rows a LIMIT keeps, a window's
     order among peers): a plan change whose rows are the same — an index that serves another
     view, a SELECT whose rows no order decides — leaves the view as it is (the next fold keeps
     the new plan)."""
     try:
-        if StateStore(conn, view, writable=False).get(PLAN_OP, b"") == plan_fingerprint(conn, select):
+        if StateStore(conn, view, writable=False).get(PLAN_OP, b"") == plan_fingerprint(conn, plan.whole):
             return False
-        return bool(whole_delta(conn, view, select))
-    except apsw.Error:
-        return False  # (a table gone: the view's own checks say so)
+        return bool(whole_delta(conn, view, plan))
+    except (apsw.Error, Error):
+        return False  # (a table gone, a view it reads unreadable: the view's own checks say so)

@@ -15,21 +15,26 @@ prepares the statement: through views, CTEs and subqueries alike.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import apsw
 import apsw.ext
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
-from matview.names import fold, is_internal
+from matview.names import fold, is_internal, is_node
 from matview.operators.whole import READ_ACTIONS
-from matview.plan import OutputColumn, Plan
+from matview.plan import OutputColumn, Plan, Upstream
 from matview.sql.from_clause import FromClause, Occurrence
 from matview.sql.from_items import view_parts
 from matview.sql.inline import plain_view_sql
 from matview.sql.sqltext import depth_walk, tokenize
 from matview.sql.validate import one_statement, probe_columns, refuse_nondeterministic
-from matview.storage.schema import ROWID_NAMES, read_table, table_kind
+from matview.storage.catalog import ViewEntry, load_views
+from matview.storage.schema import ROWID_NAMES, TableInfo, read_table, table_kind
+from matview.upstream import find_entry
 
 #: table-valued functions whose rows are a function of their arguments alone
 _PURE_TABLE_FUNCTIONS = frozenset({"json_each", "json_tree"})
@@ -57,7 +62,7 @@ def whole_construct_inside(conn: apsw.Connection, sql: str) -> str | None:
     """A LIMIT/OFFSET or a window anywhere in the SELECT or the plain views it reads (where the
     incremental front end refused it), in the user's words; None otherwise."""
     try:
-        _tables, views = _read_objects(conn, one_statement(sql)[0], "")
+        _tables, views, _materialized = _read_objects(conn, one_statement(sql)[0], "")
     except Error:
         return None  # (refused for what it reads: the first refusal stands)
     for text in [sql, *(body for _name, body in views)]:
@@ -73,7 +78,7 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     """The plan of a view recomputed whole (`Plan.whole`), and its tables as a FROM clause."""
     select, tokens = one_statement(sql)
     names, decltypes = probe_columns(conn, select)
-    tables, views = _read_objects(conn, select, what)
+    tables, views, materialized = _read_objects(conn, select, what)
     # the plain views it reads run at every fold too: their calls are checked, their functions needed
     functions = tuple(
         sorted(
@@ -84,9 +89,10 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
             }
         )
     )
-    if not tables:
+    if not tables and not materialized:
         raise UnsupportedQuery(f"{what}: the view reads no table (a view needs a base table)")
     infos = [read_table(conn, table) for table in tables]
+    upstreams = [entry for name in materialized if (entry := find_entry(conn, name)) is not None]
     # every text that runs at a fold: the SELECT and the plain views it reads
     texts = [tokens, *(tokenize(view_parts(body)[2]) for _name, body in views)]
     renumbered = [i.name for i in infos if i.has_rowid and i.ipk is None]
@@ -101,18 +107,11 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     origins = () if compound else apsw.ext.query_info(conn, select).description_full or ()
     columns = []
     for name, decltype, origin in zip(names, decltypes, [*origins, *([None] * len(names))], strict=False):
-        column = None
-        if origin is not None and origin[3] and origin[2] == "main":
-            info = next((i for i in infos if fold(i.name) == fold(origin[3])), None)
-            column = next((c for c in info.columns if fold(c.name) == fold(origin[4] or "")), None) if info else None
-        # a plain column keeps its type and collation; an expression's values are stored as they are
-        if column is None:
-            columns.append(OutputColumn(name, decltype, "BINARY"))
-        else:
-            columns.append(OutputColumn(name, column.decltype, column.collation, True))
+        columns.append(_output_column(name, decltype, origin, infos, upstreams))
     plan = Plan(
-        sources=tuple(i.name for i in infos),
-        aliases=tuple(i.name for i in infos),
+        sources=(*(i.name for i in infos), *(u.name for u in upstreams)),
+        aliases=(*(i.name for i in infos), *(u.name for u in upstreams)),
+        upstreams=tuple(Upstream(u.name, u.plan.kind == "aggregate", u.plan.columns) for u in upstreams),
         kind="rows",
         stage1=(),
         columns=tuple(columns),
@@ -129,24 +128,51 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     return plan, source
 
 
+def _output_column(
+    name: str, decltype: str, origin: Any, infos: list[TableInfo], upstreams: list[ViewEntry]
+) -> OutputColumn:
+    """A column of the view: a plain column of a table it reads keeps its type and collation, of a
+    materialized view it reads, what that view's column is; an expression's values are stored as
+    they are."""
+    if origin is not None and origin[3] and origin[2] == "main":
+        info = next((i for i in infos if fold(i.name) == fold(origin[3])), None)
+        column = next((c for c in info.columns if fold(c.name) == fold(origin[4] or "")), None) if info else None
+        if column is not None:
+            return OutputColumn(name, column.decltype, column.collation, True)
+    elif origin is not None and origin[3] and origin[2] == "temp":
+        entry = next((u for u in upstreams if fold(u.name) == fold(origin[3])), None)
+        shown = next((c for c in entry.plan.columns if fold(c.name) == fold(origin[4] or "")), None) if entry else None
+        if shown is not None:
+            return replace(shown, name=name)
+    return OutputColumn(name, decltype, "BINARY")
+
+
 def whole_tree() -> exp.Select:
     """The parse a whole view's `Compiled` carries (no pass reads it)."""
     return exp.Select()
 
 
-def _read_objects(conn: apsw.Connection, select: str, what: str) -> tuple[list[str], tuple[tuple[str, str], ...]]:
-    """The base tables and the plain views (name, CREATE VIEW text) `select` reads, as SQLite's
-    authorizer reports them while it prepares the statement."""
+def _read_objects(
+    conn: apsw.Connection, select: str, what: str
+) -> tuple[list[str], tuple[tuple[str, str], ...], list[str]]:
+    """The base tables, the plain views (name, CREATE VIEW text) and the materialized views
+    `select` reads, as SQLite's authorizer reports them while it prepares the statement."""
     read: dict[str, str] = {}
     other: list[str] = []
+    shadowed = {fold(e.name): e.name for e in load_views(conn).values() if not is_node(e.name)}
+    through: dict[str, set[str]] = {}  # per materialized view read: the databases of what its read reads
 
     def authorize(action: int, name: str | None, _column: str | None, database: str | None, via: str | None) -> int:
-        if action == apsw.SQLITE_READ and name and database not in ("main", "temp", None):
+        # (a materialized view is read through its TEMP shadow, a view or virtual table of matview's
+        # own: what that reads is matview's, not the user's)
+        if via and fold(via) in shadowed:
+            through.setdefault(fold(via), set()).add(database or "main")
+        elif action == apsw.SQLITE_READ and database == "temp" and name and fold(name) in shadowed:
+            through.setdefault(fold(name), set()).add("temp")
+        elif action == apsw.SQLITE_READ and name and database not in ("main", "temp", None):
             other.append(f"a table of attached database {database}")
         elif action == apsw.SQLITE_READ and name and database in ("main", "temp", None):
-            # (an internal table is named by the view it is read through: the user's)
-            shown = via if via and is_internal(name) else name
-            read.setdefault(fold(name), f"{database or 'main'}\0{name}\0{shown}")
+            read.setdefault(fold(name), f"{database or 'main'}\0{name}\0{name}")
         elif action not in READ_ACTIONS:
             other.append(str(apsw.mapping_authorizer_function.get(action, action)))
         return apsw.SQLITE_OK
@@ -162,6 +188,13 @@ def _read_objects(conn: apsw.Connection, select: str, what: str) -> tuple[list[s
     if other:  # (a table-valued PRAGMA: the fold runs the SELECT allowed to read only; ATTACHed tables
         # have no change capture)
         raise UnsupportedQuery(f"{what}: the SELECT does more than read the main database's tables ({other[0]})")
+    stale = [shadowed[key] for key, databases in through.items() if "temp" not in databases]
+    if stale:  # (main.<v>, the plain view other clients read, is as of the last fold)
+        raise UnsupportedQuery(
+            f"{what} reading materialized view {stale[0]} as the file stores it, as of its last fold (main.{stale[0]}, "
+            f"which a plain view naming {stale[0]} reads too): name {stale[0]} in the view's own SELECT"
+        )
+    materialized = [shadowed[key] for key in through]
     tables: list[str] = []
     views: dict[str, str] = {}
     unwatched: list[str] = []
@@ -184,4 +217,4 @@ def _read_objects(conn: apsw.Connection, select: str, what: str) -> tuple[list[s
         raise UnsupportedQuery(
             f"{what} reading {unwatched[0]}: a table-valued function or virtual table has no change capture"
         )
-    return tables, tuple(views.items())
+    return tables, tuple(views.items()), materialized
