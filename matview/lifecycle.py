@@ -75,6 +75,10 @@ def _check_name(name: str) -> None:
         raise Error(f"view name {name}: names starting with sqlite_ are reserved for SQLite")
 
 
+class _RefusedOnceCompiled(UnsupportedQuery):
+    """A refusal found after the SELECT compiled (`create_view` may recompute it whole instead)."""
+
+
 def create_view(
     conn: apsw.Connection,
     registry: Registry,
@@ -86,10 +90,11 @@ def create_view(
     internal: bool = False,
     populate: Populate | None = None,
     recompute: str = "auto",
+    whole_reason: str | None = None,
 ) -> None:
     """CREATE MATERIALIZED VIEW; `internal`: a node of another view (see `matview.sql.nodes`);
     `recompute`: "auto" (a view no delta rule maintains is recomputed whole at every change:
-    `sql.whole`) or "never" (refused instead)."""
+    `sql.whole`) or "never" (refused instead); `whole_reason`: recomputed whole, for this reason."""
     if not internal:
         _check_name(name)
         if NODE_PREFIX in sql.lower():
@@ -108,56 +113,81 @@ def create_view(
     # A view of this name created in a transaction that rolled back may have left its
     # per-group table in the evaluator (keyed by name): a new view starts from nothing.
     registry.evaluator.forget(name)
-    with savepoint(conn):
-        catalog.ensure_catalog(conn)
-        compiled = _compile_with_nodes(
-            conn, registry, name, sql, maintenance, auto_indexes, whole=recompute == "auto" and not internal
-        )
-        sharing: dict[str, View] = {}  # views whose capture is rebuilt here (its table changed)
-        for table in compiled.plan.base_tables:
-            info = read_table(conn, table)
-            others = registry.views_on(table)
-            if others and (not capture_installed(conn, table) or capture_is_stale(conn, info)):
-                # another connection altered the table (the log mirrors its old columns), re-created
-                # it, or renamed it away and made another: the views over it are rebuilt with the log
-                for other in others:
-                    sharing.setdefault(fold(other.name), other)
-                remove_capture(conn, table)
-            install_capture(conn, info)
-        # the views it reads, folded: their storage is what the snapshot below reads
-        upstreams = [registry.get(u) for u in compiled.plan.upstream_views]
-        _fold_upstreams(conn, registry, [u for u in upstreams if u is not None])
-        for up in upstreams:
-            if up is not None:
-                upstream.ensure_delta_table(conn, up.name, up.entry.plan.columns)
-        plan = with_indexes(conn, compiled)
-        refuse_group_concat_through_own_index(conn, plan, sql)
-        view_table = ViewTable(name, plan.columns)
-        view_table.create(conn)
-        create_state_tables(conn, name)
-        # progress is kept per base table, those read through upstream views too (see `fold`)
-        base_tables = list(
-            dict.fromkeys([*plan.base_tables, *(t for u in upstreams if u for t in u.entry.base_tables)])
-        )
-        entry = ViewEntry(name, sql.strip().rstrip(";").strip(), plan, maintenance, base_tables)
-        catalog.save_view(conn, entry)
-        view = View(entry, Circuit(name, plan, registry.evaluator), view_table)
-        if view.circuit.first_rows:
-            problem = variant_order_problem(conn, plan, entry.sql)
-            if problem is not None:
-                raise UnsupportedQuery(problem)
-        try:
-            (populate or _populate)(conn, view)
-        except UnicodeDecodeError as exc:  # (SQLite keeps any bytes as TEXT; Python reads UTF-8 only)
-            raise Error(
-                f"materialized view {name}: a text value its SELECT reads is not valid UTF-8 ({exc.reason}); "
-                "fix or remove that row, then CREATE the view"
-            ) from None
+    whole = recompute == "auto" and not internal
+    try:
+        with savepoint(conn):
+            catalog.ensure_catalog(conn)
+            compiled = _compile_with_nodes(
+                conn, registry, name, sql, maintenance, auto_indexes, whole=whole, whole_reason=whole_reason
+            )
+            sharing: dict[str, View] = {}  # views whose capture is rebuilt here (its table changed)
+            for table in compiled.plan.base_tables:
+                info = read_table(conn, table)
+                others = registry.views_on(table)
+                if others and (not capture_installed(conn, table) or capture_is_stale(conn, info)):
+                    # another connection altered the table (the log mirrors its old columns), re-created
+                    # it, or renamed it away and made another: the views over it are rebuilt with the log
+                    for other in others:
+                        sharing.setdefault(fold(other.name), other)
+                    remove_capture(conn, table)
+                install_capture(conn, info)
+            # the views it reads, folded: their storage is what the snapshot below reads
+            upstreams = [registry.get(u) for u in compiled.plan.upstream_views]
+            _fold_upstreams(conn, registry, [u for u in upstreams if u is not None])
+            for up in upstreams:
+                if up is not None:
+                    upstream.ensure_delta_table(conn, up.name, up.entry.plan.columns)
+            plan = with_indexes(conn, compiled)
+            try:
+                refuse_group_concat_through_own_index(conn, plan, sql)
+            except UnsupportedQuery as refusal:
+                raise _RefusedOnceCompiled(str(refusal)) from None
+            view_table = ViewTable(name, plan.columns)
+            view_table.create(conn)
+            create_state_tables(conn, name)
+            # progress is kept per base table, those read through upstream views too (see `fold`)
+            base_tables = list(
+                dict.fromkeys([*plan.base_tables, *(t for u in upstreams if u for t in u.entry.base_tables)])
+            )
+            entry = ViewEntry(name, sql.strip().rstrip(";").strip(), plan, maintenance, base_tables)
+            catalog.save_view(conn, entry)
+            view = View(entry, Circuit(name, plan, registry.evaluator), view_table)
+            if view.circuit.first_rows:
+                problem = variant_order_problem(conn, plan, entry.sql)
+                if problem is not None:
+                    raise _RefusedOnceCompiled(problem)
+            try:
+                (populate or _populate)(conn, view)
+            except UnicodeDecodeError as exc:  # (SQLite keeps any bytes as TEXT; Python reads UTF-8 only)
+                raise Error(
+                    f"materialized view {name}: a text value its SELECT reads is not valid UTF-8 ({exc.reason}); "
+                    "fix or remove that row, then CREATE the view"
+                ) from None
+            registry.invalidate()
+            readable.create_plain_view(conn, name, plan)
+            readable.drop_shadow(conn, name)
+            readable.create_shadow(conn, name, plan, None)  # (the next statement makes it a shadow view)
+            _rebuild_sharing(conn, registry, [], sharing)
+    except _RefusedOnceCompiled as refusal:
+        # a refusal only the compiled plan could find (SQLite's scan order through an index): by
+        # default recomputed whole instead, as a refusal of the front end is
+        if not (whole and FALL_BACK_TO_WHOLE) or whole_reason is not None:
+            raise UnsupportedQuery(str(refusal)) from None
         registry.invalidate()
-        readable.create_plain_view(conn, name, plan)
-        readable.drop_shadow(conn, name)
-        readable.create_shadow(conn, name, plan, None)  # (the next statement makes it a shadow view)
-        _rebuild_sharing(conn, registry, [], sharing)
+        create_view(
+            conn,
+            registry,
+            name,
+            sql,
+            maintenance,
+            if_not_exists,
+            auto_indexes,
+            internal,
+            populate,
+            recompute,
+            whole_reason=str(refusal),
+        )
+        return
     registry.invalidate()
 
 
@@ -170,12 +200,21 @@ def _compile_with_nodes(
     auto_indexes: bool,
     create_nodes: bool = True,
     whole: bool = True,
+    whole_reason: str | None = None,
 ) -> Compiled:
     """Compile a view's SELECT, which reads its internal nodes (`matview.sql.nodes`): created first,
     or (`create_nodes` false, a rebuild) already there. `whole`: where no delta rule applies (a top
-    N, a window) or the incremental engine refuses, the view is recomputed whole (`sql.whole`)."""
+    N, a window) or the incremental engine refuses, the view is recomputed whole (`sql.whole`);
+    `whole_reason`: recomputed whole in any case, for this reason (where SQLite cannot run it again
+    exactly, refused with it)."""
     refuse_index_hints(sql)
     sql = spell_distinct_from(sql)
+    if whole_reason is not None:
+        try:
+            plan, source = compile_whole(conn, sql, whole_reason)
+        except Error:
+            raise UnsupportedQuery(whole_reason) from None
+        return Compiled(plan, whole_tree(), source)
     what = whole_construct(sql) if whole else None
     if what is None:
         try:
@@ -425,7 +464,8 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View, populate: Po
             entry.maintenance,
             entry.plan.auto_indexes,
             create_nodes=False,
-            whole=bool(entry.plan.whole),  # (recomputed whole, or incremental, as it was made)
+            # (recomputed whole, or incremental, as it was made)
+            whole_reason=(entry.plan.whole_reason or "recomputed whole") if entry.plan.whole else None,
         ),
     )
     # indexes it made before exist (no term scans now): still its own, dropped with it

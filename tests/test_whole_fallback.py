@@ -132,3 +132,32 @@ def test_recompute_never_refuses(tmp_path: Path) -> None:
     with pytest.raises(matview.Error, match="recompute must be"):
         conn.execute("CREATE MATERIALIZED VIEW v WITH (recompute = 'sometimes') AS SELECT * FROM cats")
     assert conn.views() == []
+
+
+def test_a_refusal_found_once_compiled_falls_back_too(tmp_path: Path) -> None:
+    """A GROUP_CONCAT that SQLite would answer through one of matview's indexes (index order, not
+    the rowid order kept incrementally) is found only once the plan is compiled: recomputed whole
+    instead, exact; REFRESH keeps it so; `recompute = 'never'` refuses it by name."""
+    path = tmp_path / "db.sqlite"
+    conn = matview.connect(str(path))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g TEXT, k INTEGER)")
+    conn.execute("CREATE TABLE t2(id INTEGER PRIMARY KEY, x INTEGER)")
+    conn.execute("INSERT INTO t(g, k) VALUES ('b', 3), ('a', 2), ('c', 1)")
+    conn.execute("CREATE MATERIALIZED VIEW j AS SELECT t.id, t2.id AS i2 FROM t JOIN t2 ON t.k = t2.x")
+    select = "SELECT group_concat(k) AS ks FROM t"
+    with pytest.raises(matview.UnsupportedQuery, match="GROUP_CONCAT: SQLite reads t through an index"):
+        conn.execute(f"CREATE MATERIALIZED VIEW never WITH (recompute = 'never') AS {select}")
+    live = create_views_both_modes(conn, {"gc": select})
+    assert "recomputed whole" in conn.view("gc_imm").explain()
+    rng = random.Random(5)
+    for step in range(8):
+        with conn:
+            conn.execute("INSERT INTO t(g, k) VALUES (?, ?)", (rng.choice("abc"), rng.randrange(9)))
+            if step % 3 == 2:
+                conn.execute("DELETE FROM t WHERE id = (SELECT min(id) FROM t)")
+        assert_views_match(conn, live)
+    conn.execute("REFRESH MATERIALIZED VIEW gc_imm")
+    assert "recomputed whole" in conn.view("gc_imm").explain()
+    conn.close()
+    conn = matview.connect(str(path))
+    assert_views_match(conn, live)
