@@ -16,7 +16,7 @@ recomputes it (`replanned_otherwise`), as a view that follows a scan order does
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import apsw
 
@@ -25,6 +25,7 @@ from matview.errors import Error
 from matview.keys import row_key
 from matview.names import fold, quote
 from matview.plan import Plan
+from matview.storage.readable import foreign_temp_objects
 from matview.storage.scan_order import INDEX_USED, query_plan
 from matview.storage.state import StateStore
 from matview.zset import ZSet
@@ -36,38 +37,46 @@ PLAN_OP = 1_000_004  # the query plan the stored rows were computed under (EXPLA
 READ_ACTIONS = frozenset({apsw.SQLITE_SELECT, apsw.SQLITE_READ, apsw.SQLITE_FUNCTION, apsw.SQLITE_RECURSIVE})
 
 
-def _only_reads(upstreams: frozenset[str]) -> Callable[..., int]:
+def _only_reads(upstreams: Sequence[str]) -> Callable[..., int]:
     """The authorizer a fold prepares a view's SELECT under: it may read the main database, and
-    the materialized views it reads (`upstreams`, folded names) through their TEMP virtual tables."""
+    the materialized views it reads (`upstreams`) through their TEMP shadows (what those read:
+    the view's own pending rows, and main's schema version)."""
+    temp = {fold(name) for view in upstreams for name in (view, names.pending_rows(view))}
 
-    def authorize(action: int, name: str | None, _column: str | None, database: str | None, via: str | None) -> int:
-        if via and fold(via) in upstreams:
-            return apsw.SQLITE_OK  # (what a materialized view's TEMP shadow view reads: matview's own)
+    def authorize(action: int, name: str | None, _column: str | None, database: str | None, *_via: str | None) -> int:
+        if action == apsw.SQLITE_PRAGMA and fold(name or "") == "schema_version":
+            return apsw.SQLITE_OK  # (read by a shadow view: which main schema its pending rows are for)
         if action not in READ_ACTIONS:
             return apsw.SQLITE_DENY
-        if action == apsw.SQLITE_READ and database not in ("main", None) and fold(name or "") not in upstreams:
+        if action == apsw.SQLITE_READ and database not in ("main", None) and fold(name or "") not in temp:
             return apsw.SQLITE_DENY  # (temp: a TEMP table named like a table it reads would hide that table)
         return apsw.SQLITE_OK
 
     return authorize
 
 
+_TEMP_MESSAGE = (
+    "its SELECT, as written, would read a TEMP table or view of this connection (one named like a table "
+    "or materialized view it reads hides it) or do more than read the main database"
+)
+
+
 def whole_rows(conn: apsw.Connection, plan: Plan) -> ZSet[bytes]:
     """The rows of the view's SELECT (`plan.whole`) now, as a Z-set keyed by row identity. A
-    materialized view it reads is read as any reader reads it (its virtual table: the stored
-    rows with its pending changes merged), so the rows are exact whether or not it has folded."""
+    materialized view it reads is read as any reader reads it (its TEMP shadow: the stored rows
+    with its pending changes merged), so the rows are exact whether or not it has folded."""
+    foreign = foreign_temp_objects(conn, plan.upstream_views)
+    if foreign:
+        raise apsw.SQLError(f"{_TEMP_MESSAGE} ({foreign[0]})")
     rows: ZSet[bytes] = ZSet()
     previous = conn.authorizer
-    conn.authorizer = _only_reads(frozenset(fold(name) for name in plan.upstream_views))
+    conn.authorizer = _only_reads(plan.upstream_views)
     try:
         # (checked while SQLite prepares it, not while it runs: a virtual table it reads runs
         # matview's own statements, which write TEMP scratch tables)
         conn.execute(f"EXPLAIN {plan.whole}", can_cache=False).close()
     except apsw.AuthError as exc:
-        raise apsw.SQLError(
-            "its SELECT, as written, would read a TEMP table or view of this connection (one named like a table "
-            f"it reads hides that table) or do more than read the main database ({exc})"
-        ) from None
+        raise apsw.SQLError(f"{_TEMP_MESSAGE} ({exc})") from None
     finally:
         conn.authorizer = previous
     for row in conn.execute(plan.whole, can_cache=False):
@@ -110,8 +119,9 @@ def replanned_otherwise(conn: apsw.Connection, view: str, plan: Plan) -> bool:
     view, a SELECT whose rows no order decides — leaves the view as it is (the next fold keeps
     the new plan)."""
     try:
-        if StateStore(conn, view, writable=False).get(PLAN_OP, b"") == plan_fingerprint(conn, plan.whole):
-            return False
+        kept = StateStore(conn, view, writable=False).get(PLAN_OP, b"")
+        if kept is None or kept == plan_fingerprint(conn, plan.whole):
+            return False  # (none kept: its state is being rebuilt, or from before plans were kept)
         return bool(whole_delta(conn, view, plan))
     except (apsw.Error, Error):
         return False  # (a table gone, a view it reads unreadable: the view's own checks say so)

@@ -33,6 +33,7 @@ from matview.sql.inline import plain_view_sql
 from matview.sql.sqltext import depth_walk, tokenize
 from matview.sql.validate import one_statement, probe_columns, refuse_nondeterministic
 from matview.storage.catalog import ViewEntry, load_views
+from matview.storage.readable import foreign_temp_objects
 from matview.storage.schema import ROWID_NAMES, TableInfo, read_table, table_kind
 from matview.upstream import find_entry
 
@@ -95,6 +96,10 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     upstreams = [entry for name in materialized if (entry := find_entry(conn, name)) is not None]
     # every text that runs at a fold: the SELECT and the plain views it reads
     texts = [tokens, *(tokenize(view_parts(body)[2]) for _name, body in views)]
+    # (what a materialized view's shadow reads is let through: the user's own text may name none of it)
+    internal = [t.text for ts in texts for t in ts if t.kind != TokenType.STRING and _names_matview_internals(t.text)]
+    if internal:
+        raise UnsupportedQuery(f"{what} naming {internal[0]}, matview's own table, is not supported")
     renumbered = [i.name for i in infos if i.has_rowid and i.ipk is None]
     if renumbered and any(t.kind != TokenType.STRING and t.text.lower() in ROWID_NAMES for ts in texts for t in ts):
         raise UnsupportedQuery(
@@ -126,6 +131,11 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     )
     source = FromClause(tuple(Occurrence(i, i.name) for i in infos), tuple(frozenset() for _ in infos), ())
     return plan, source
+
+
+def _names_matview_internals(text: str) -> bool:
+    name = text.strip('"`[]')
+    return is_internal(name) or fold(name) == "pragma_schema_version"
 
 
 def _output_column(
@@ -160,19 +170,21 @@ def _read_objects(
     read: dict[str, str] = {}
     other: list[str] = []
     shadowed = {fold(e.name): e.name for e in load_views(conn).values() if not is_node(e.name)}
-    through: dict[str, set[str]] = {}  # per materialized view read: the databases of what its read reads
+    through: dict[str, set[str]] = {}  # per materialized view read: the databases it is read in
+    inside: list[str] = []  # matview's tables, read by a materialized view's shadow or file copy
 
-    def authorize(action: int, name: str | None, _column: str | None, database: str | None, via: str | None) -> int:
-        # (a materialized view is read through its TEMP shadow, a view or virtual table of matview's
-        # own: what that reads is matview's, not the user's)
-        if via and fold(via) in shadowed:
-            through.setdefault(fold(via), set()).add(database or "main")
-        elif action == apsw.SQLITE_READ and database == "temp" and name and fold(name) in shadowed:
-            through.setdefault(fold(name), set()).add("temp")
+    def authorize(action: int, name: str | None, _column: str | None, database: str | None, *_via: str | None) -> int:
+        # (what a read's `via` says is no evidence: SQLite tags a CTE's reads with the CTE's name)
+        if action == apsw.SQLITE_READ and name and fold(name) in shadowed:
+            through.setdefault(fold(name), set()).add(database or "main")  # (the view itself)
+        elif action == apsw.SQLITE_READ and name and (is_internal(name) or fold(name) == "pragma_schema_version"):
+            inside.append(name)
         elif action == apsw.SQLITE_READ and name and database not in ("main", "temp", None):
             other.append(f"a table of attached database {database}")
         elif action == apsw.SQLITE_READ and name and database in ("main", "temp", None):
-            read.setdefault(fold(name), f"{database or 'main'}\0{name}\0{name}")
+            read.setdefault(fold(name), f"{database or 'main'}\0{name}")
+        elif action == apsw.SQLITE_PRAGMA and fold(name or "") == "schema_version":
+            pass  # (read by a shadow view)
         elif action not in READ_ACTIONS:
             other.append(str(apsw.mapping_authorizer_function.get(action, action)))
         return apsw.SQLITE_OK
@@ -188,21 +200,26 @@ def _read_objects(
     if other:  # (a table-valued PRAGMA: the fold runs the SELECT allowed to read only; ATTACHed tables
         # have no change capture)
         raise UnsupportedQuery(f"{what}: the SELECT does more than read the main database's tables ({other[0]})")
-    stale = [shadowed[key] for key, databases in through.items() if "temp" not in databases]
+    if inside and not through:
+        raise UnsupportedQuery(f"{what} over matview's own table {inside[0]} is not supported")
+    stale = [shadowed[key] for key, databases in through.items() if databases != {"temp"}]
     if stale:  # (main.<v>, the plain view other clients read, is as of the last fold)
         raise UnsupportedQuery(
             f"{what} reading materialized view {stale[0]} as the file stores it, as of its last fold (main.{stale[0]}, "
             f"which a plain view naming {stale[0]} reads too): name {stale[0]} in the view's own SELECT"
         )
+    foreign = foreign_temp_objects(conn, [shadowed[key] for key in through])
+    if foreign:
+        raise UnsupportedQuery(f"{what} over a temporary table ({foreign[0]}) is not supported")
     materialized = [shadowed[key] for key in through]
     tables: list[str] = []
     views: dict[str, str] = {}
     unwatched: list[str] = []
     # (the names the user knows first: a materialized view is refused by its name, not its storage's)
-    for entry in sorted(read.values(), key=lambda e: e.split("\0")[0] == "temp" or is_internal(e.split("\0")[1])):
-        database, name, shown = entry.split("\0", 2)
-        if database == "temp" or is_internal(name):
-            raise UnsupportedQuery(f"{what} over a materialized view or temporary table ({shown}) is not supported yet")
+    for entry in sorted(read.values(), key=lambda e: e.split("\0")[0] == "temp"):
+        database, name = entry.split("\0", 1)
+        if database == "temp":
+            raise UnsupportedQuery(f"{what} over a temporary table ({name}) is not supported")
         kind = table_kind(conn, name)
         if kind == "view":
             text = plain_view_sql(conn, name)

@@ -259,6 +259,19 @@ def is_shadow(sql: str) -> bool:
     )
 
 
+def foreign_temp_objects(conn: apsw.Connection, views: Sequence[str]) -> list[str]:
+    """The names among `views` whose TEMP object is not matview's shadow: a user's TEMP table or
+    view of that name, which a statement reading the view would read instead."""
+    found = []
+    for view in views:
+        row = conn.execute(
+            "SELECT sql FROM temp.sqlite_master WHERE name = ? COLLATE NOCASE AND type IN ('table', 'view')", (view,)
+        ).fetchone()
+        if row is not None and not is_shadow(str(row[0] or "")):
+            found.append(view)
+    return found
+
+
 def _view_of(name: str) -> str:
     """The view a temp shadow object named `name` belongs to."""
     return name[len(_PENDING_PREFIX) :] if fold(name).startswith(fold(_PENDING_PREFIX)) else name
