@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from oracle import run_scenario
+from oracle import assert_views_match, create_views_both_modes, run_scenario
 
 import matview
 
@@ -76,3 +76,27 @@ def test_an_index_that_reorders_the_scan_breaks_the_view(tmp_path):
         conn.execute("SELECT * FROM both_imm").fetchall()
     conn.execute("DROP INDEX by_country_x")
     assert conn.execute("SELECT count(*) FROM both_imm").fetchone()[0] == 2
+
+
+def test_a_null_extreme_grouped_by_the_key(tmp_path: Path) -> None:
+    """MAX of a NOCASE column grouped by the INTEGER PRIMARY KEY keeps its row by value alone
+    (one row per group): a NULL one was kept under a NULL order, which the ordered state
+    refuses — CREATE failed, and so did every write of such a row (hunt 26)."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE c(id INTEGER PRIMARY KEY, email TEXT COLLATE NOCASE, n INT)")
+    conn.execute("INSERT INTO c VALUES (1, NULL, 1), (2, 'A', 2)")
+    live = create_views_both_modes(
+        conn,
+        {
+            "top": "SELECT id, MAX(email) FROM c GROUP BY id",
+            "low": "SELECT id, n, MIN(email) AS e FROM c GROUP BY id",
+        },
+    )
+    for statement in (
+        "INSERT INTO c VALUES (3, NULL, 3)",
+        "UPDATE c SET email = NULL WHERE id = 2",
+        "UPDATE c SET email = 'b' WHERE id = 1",
+        "DELETE FROM c WHERE id = 3",
+    ):
+        conn.execute(statement)
+        assert_views_match(conn, live)

@@ -69,7 +69,9 @@ class BareColumns:
         if self.argument is None:
             store.adjust(ROWS_OP, key, rowid, entry, weight)
         elif value is None:
-            store.adjust(NULL_ROWS_OP, key, rowid, entry, weight)
+            # (no rowid: the extreme row is unique (`Plan.extreme_unique`), and a NULL one is its
+            # group's only row — a NOT NULL key holds the GROUP BY columns — so any order will do)
+            store.adjust(NULL_ROWS_OP, key, 0 if rowid is None else rowid, entry, weight)
         else:
             order = 0 if self.unique else ~rowid if self.descending else rowid
             compared = value if self.collation == "BINARY" else canonical(value, self.collation)
