@@ -19,8 +19,10 @@ from matview.fold import fold_pending_deltas
 from matview.names import NODE_PREFIX, fold, quote
 from matview.plan import OutputColumn
 from matview.registry import Registry, View
+from matview.sql.clock import clock_words
 from matview.sql.frontend import Compiled, compile_select
 from matview.sql.nodes import extract_nodes
+from matview.sql.sqltext import tokenize
 from matview.sql.validate import drop_main_qualifiers, refuse_index_hints, spell_distinct_from
 from matview.sql.whole import compile_whole, whole_construct, whole_construct_inside, whole_tree
 from matview.storage import catalog, readable
@@ -208,6 +210,9 @@ def _compile_with_nodes(
     `whole_reason`: recomputed whole in any case, for this reason (where SQLite cannot run it again
     exactly, refused with it)."""
     refuse_index_hints(sql)
+    clock = clock_words([tokenize(sql)])
+    if clock is not None:  # (through a derived table or node, no check of a call would see it)
+        raise UnsupportedQuery(f"the string {clock} may reach a date function, which reads the clock for it")
     sql = spell_distinct_from(sql)
     if whole_reason is not None:
         try:

@@ -357,3 +357,34 @@ def test_a_new_plan_with_changes_pending_is_no_breakage(tmp_path: Path) -> None:
     conn.execute("INSERT INTO t(x) VALUES (-1)")
     conn.execute("CREATE INDEX tx ON t(x)")
     assert_views_match(conn, {"v": select})
+
+
+def test_a_table_read_only_for_a_using_column_is_watched(tmp_path: Path) -> None:
+    """SQLite's authorizer is not told of a table whose only use is a USING/NATURAL join column
+    it compares itself: its writes did not reach the view (hunt 26). The tables are also those
+    the program opens, itself or through an index."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE active_regions(region TEXT PRIMARY KEY)")
+    conn.execute("CREATE TABLE orders(id INTEGER PRIMARY KEY, region TEXT, total REAL)")
+    conn.execute("CREATE TABLE codes(region TEXT, code INT)")
+    conn.execute("INSERT INTO active_regions VALUES ('north'), ('south')")
+    conn.execute("INSERT INTO orders(region, total) VALUES ('north', 10), ('south', 20), ('south', 30), ('west', 40)")
+    conn.execute("INSERT INTO codes VALUES ('north', 1), ('west', 2)")
+    conn.execute("CREATE VIEW active_orders AS SELECT id, total FROM orders JOIN active_regions USING (region)")
+    live = create_views_both_modes(
+        conn,
+        {
+            "top": "SELECT id, total FROM orders JOIN active_regions USING (region) ORDER BY total DESC LIMIT 10",
+            "ranked": "SELECT id, rank() OVER (ORDER BY total) AS r FROM orders NATURAL JOIN active_regions",
+            "through_view": "SELECT * FROM active_orders ORDER BY total LIMIT 2",
+            "left": "SELECT id, code FROM orders LEFT JOIN codes USING (region) ORDER BY id LIMIT 10",
+        },
+    )
+    for statement in (
+        "DELETE FROM active_regions WHERE region = 'south'",
+        "INSERT INTO active_regions VALUES ('west')",
+        "INSERT INTO codes VALUES ('south', 3)",
+        "UPDATE active_regions SET region = 'south' WHERE region = 'north'",
+    ):
+        conn.execute(statement)
+        assert_views_match(conn, live)

@@ -15,6 +15,7 @@ from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
 from matview.names import fold, quote
+from matview.sql.clock import DATE_FUNCTIONS, refuse_clock_dependent_date
 from matview.sql.from_clause import FromClause
 from matview.sql.sqltext import (
     AGGREGATE_NAMES,
@@ -30,7 +31,6 @@ from matview.sql.sqltext import (
 )
 from matview.storage.schema import ROWID_NAMES
 
-_DATE_FUNCTIONS = {"date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff"}
 _SQLITE_DETERMINISTIC = 0x800
 _NONDETERMINISTIC_KEYWORDS = {TokenType.CURRENT_DATE, TokenType.CURRENT_TIME, TokenType.CURRENT_TIMESTAMP}
 
@@ -260,54 +260,9 @@ def refuse_nondeterministic(
             raise UnsupportedQuery(
                 f"function {token.text}() is not deterministic (register user functions with deterministic=True)"
             )
-        if name in _DATE_FUNCTIONS:
-            _refuse_clock_dependent_date(sql, token, tokens[index + 2 : _close_paren(tokens, index + 1)])
+        if name in DATE_FUNCTIONS:
+            refuse_clock_dependent_date(conn, sql, token, tokens[index + 2 : _close_paren(tokens, index + 1)])
     return tuple(sorted(user_functions))
-
-
-def _refuse_clock_dependent_date(sql: str, function: Token, inner: list[Token]) -> None:
-    """Date functions read the clock for 'now' (or a missing time value) and the process's
-    time zone for 'localtime'/'utc': SQLite itself calls those uses non-deterministic."""
-    where = f"{function.text}()"
-    arguments = [a for a in split_top_level(sql, inner) if a] if inner else []
-    # (strftime's first is the format; timediff's two are both time values, without modifiers)
-    needed = 2 if function.text.lower() in ("strftime", "timediff") else 1
-    if len(arguments) < needed:
-        raise UnsupportedQuery(f"{where} without a time value means 'now', which is not deterministic")
-    # ('subsec' or 'subsecond' as the time value is the clock too, to the millisecond: SQLite 3.42)
-    times = arguments[1:needed] if function.text.lower() == "strftime" else arguments[:needed]
-    for argument in times:
-        word = argument.tokens[0].text.strip().lower() if len(argument.tokens) == 1 else ""
-        if argument.tokens[0].kind == TokenType.STRING and word in ("subsec", "subsecond"):
-            raise UnsupportedQuery(f"{where} of '{word}' (the time now) is not deterministic")
-    for token in inner:
-        word = token.text.strip().lower()
-        if token.kind == TokenType.STRING and word == "now":
-            raise UnsupportedQuery(f"{where} of 'now' is not deterministic")
-        if token.kind == TokenType.STRING and word in ("localtime", "utc"):
-            raise UnsupportedQuery(
-                f"{where} with the '{word}' modifier depends on the time zone of the process that folds, "
-                "so it is not deterministic"
-            )
-    for argument in arguments[needed:]:
-        first, last = argument.tokens[0], argument.tokens[-1]
-        if len(argument.tokens) == 1 and first.kind in (TokenType.STRING, TokenType.NUMBER):
-            continue
-        if first.kind == TokenType.STRING and first.text.strip()[:1] in ("+", "-", *"0123456789"):
-            continue  # '+' || n || ' days': a computed amount, never a time-zone modifier
-        ends_with = len(argument.tokens) >= 3 and argument.tokens[-2].kind == TokenType.DPIPE
-        if ends_with and last.kind == TokenType.STRING and last.text and not _time_zone_suffix(last.text):
-            continue  # n || ' days': SQLite matches a modifier whole, so this is never 'localtime' or 'utc'
-        raise UnsupportedQuery(
-            f"{where} with a computed modifier ({argument.text}): it could be 'localtime' or 'utc', "
-            "which are not deterministic; write modifiers as literals"
-        )
-
-
-def _time_zone_suffix(text: str) -> bool:
-    """Whether a string ending in `text` could still be a time-zone modifier."""
-    lowered = text.lower()
-    return any(word.endswith(lowered) for word in ("localtime", "utc"))
 
 
 def _close_paren(tokens: list[Token], open_index: int) -> int:

@@ -27,6 +27,7 @@ from matview.errors import Error, UnsupportedQuery
 from matview.names import fold, is_internal, is_node
 from matview.operators.whole import READ_ACTIONS
 from matview.plan import OutputColumn, Plan, Upstream
+from matview.sql.clock import clock_words
 from matview.sql.from_clause import FromClause, Occurrence
 from matview.sql.from_items import view_parts
 from matview.sql.inline import plain_view_sql
@@ -96,6 +97,9 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     upstreams = [entry for name in materialized if (entry := find_entry(conn, name)) is not None]
     # every text that runs at a fold: the SELECT and the plain views it reads
     texts = [tokens, *(tokenize(view_parts(body)[2]) for _name, body in views)]
+    clock = clock_words(texts)
+    if clock is not None:
+        raise UnsupportedQuery(f"{what}: the string {clock} may reach a date function, which reads the clock for it")
     # (what a materialized view's shadow reads is let through: the user's own text may name none of it)
     internal = [t.text for ts in texts for t in ts if t.kind != TokenType.STRING and _names_matview_internals(t.text)]
     if internal:
@@ -131,6 +135,28 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     )
     source = FromClause(tuple(Occurrence(i, i.name) for i in infos), tuple(frozenset() for _ in infos), ())
     return plan, source
+
+
+#: the opcodes that open a table or index b-tree for reading (p2: its root page, p3: the database)
+_OPENS = frozenset({"OpenRead", "ReopenIdx"})
+
+
+def _opened_tables(conn: apsw.Connection, program: list[tuple[Any, ...]]) -> list[tuple[str, str]]:
+    """(database, table) of every table the EXPLAINed program opens, itself or through an index."""
+    databases = {int(row[0]): str(row[1]) for row in conn.execute("PRAGMA database_list")}
+    found: dict[tuple[str, str], None] = {}
+    for row in program:
+        if row[1] not in _OPENS:
+            continue
+        database = databases.get(int(row[4]), str(row[4]))
+        if database not in ("main", "temp"):
+            found[(database, "")] = None
+            continue
+        schema = "temp.sqlite_temp_master" if database == "temp" else "main.sqlite_master"
+        table = conn.execute(f"SELECT tbl_name FROM {schema} WHERE rootpage = ?", (row[3],)).fetchone()
+        if table is not None:
+            found[(database, str(table[0]))] = None
+    return list(found)
 
 
 def _names_matview_internals(text: str) -> bool:
@@ -192,11 +218,18 @@ def _read_objects(
     previous = conn.authorizer
     conn.authorizer = authorize
     try:
-        conn.execute(f"EXPLAIN {select}", can_cache=False).fetchall()  # (a cached one skips the authorizer)
+        program = conn.execute(f"EXPLAIN {select}", can_cache=False).fetchall()  # (a cached one skips the authorizer)
     except apsw.SQLError as exc:
         raise Error(f"invalid view definition: {exc}") from None
     finally:
         conn.authorizer = previous
+    # (the authorizer is not told of every table: one read only for a USING/NATURAL join column
+    # SQLite compares itself goes unreported — the program opens it, or an index of it, all the same)
+    for database, name in _opened_tables(conn, program):
+        if database not in ("main", "temp"):
+            other.append(f"a table of attached database {database}")
+        elif not is_internal(name) and fold(name) not in shadowed:
+            read.setdefault(fold(name), f"{database}\0{name}")
     if other:  # (a table-valued PRAGMA: the fold runs the SELECT allowed to read only; ATTACHed tables
         # have no change capture)
         raise UnsupportedQuery(f"{what}: the SELECT does more than read the main database's tables ({other[0]})")
