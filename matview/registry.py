@@ -64,6 +64,7 @@ class Registry:
         self._schema_version: int | None = None
         self.collected: dict[str, int] = {}  # per base table: delta seq of the last garbage collection
         self._shadowed: tuple[int, int] | None = None  # (main, temp) schema versions the shadows match
+        self._replans_waiting = False  # a plan check of a view over views waits for the shadows
         self._functions: frozenset[str] | None = None
         self._dependents: dict[str, list[View]] | None = None  # per view (folded name): the views reading it
         self._linked: bool | None = None  # whether some view of the file reads another
@@ -138,7 +139,13 @@ class Registry:
                     upstream.ensure_delta_table(self.conn, view.name, view.entry.plan.columns, check_width=True)
             after = int(scalar(self.conn, "PRAGMA temp.schema_version"))
             self._shadowed = (versions[0], after) if complete else None
+            if complete and self._replans_waiting:
+                self._replans_waiting = False
+                self._check_views_read(views)
         return views
+
+    def _shadows_current(self) -> bool:
+        return self._shadowed is not None and self._shadowed[0] == self._schema_version
 
     def _load(self, version: int) -> None:
         entries = catalog.load_views(self.conn)
@@ -189,6 +196,11 @@ class Registry:
                 elif read.broken or read.stalled:
                     view.broken = view.broken or self._as_own(view, read, read.broken)
                     view.stalled = view.stalled or self._as_own(view, read, read.stalled)
+            if view.entry.plan.whole and view.entry.plan.upstreams and not self._shadows_current():
+                # (its SELECT reads views through this connection's TEMP shadows, which `sync_shadows`
+                # has yet to make: a TEMP object of the user's could stand in their place)
+                self._replans_waiting = True
+                continue
             if not view.broken and not view.stalled and view.entry.plan.whole and self._replanned(view.entry):
                 view.broken = (
                     f"materialized view {view.name}: SQLite now plans its SELECT otherwise (an index was created "

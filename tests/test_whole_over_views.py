@@ -261,3 +261,37 @@ def test_refresh_of_the_view_it_reads_breaks_nothing(tmp_path: Path) -> None:
     conn.close()
     conn = matview.connect(str(path))
     _check(conn, live)
+
+
+def test_matviews_own_tables_cannot_be_named_even_as_strings(tmp_path: Path) -> None:
+    """SQLite takes a string in FROM for a name: `'__dbsp_view_w'` read another view's storage,
+    uncaptured (review 28)."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    _create(conn, "immediate", "immediate")
+    for read in ("'__dbsp_view_managed'", "'pragma_schema_version'", '"__DBSP_VIEW_MANAGED"'):
+        with pytest.raises(matview.UnsupportedQuery, match="matview's own table"):
+            conn.execute(
+                f"CREATE MATERIALIZED VIEW w AS SELECT b.region, (SELECT count(*) FROM {read}) AS k "
+                "FROM by_region b ORDER BY b.total LIMIT 5"
+            )
+
+
+def test_a_users_temp_view_dressed_as_a_shadow_is_never_read(tmp_path: Path) -> None:
+    """A TEMP view whose text looks like matview's shadow, made before matview was installed:
+    the registry checked the view's plan through it before the shadows were made, broke it on
+    that connection only, and a write there advanced its progress unfolded (review 28)."""
+    path = tmp_path / "db.sqlite"
+    conn = matview.connect(str(path))
+    _create(conn, "immediate", "immediate")
+    conn.close()
+    raw = apsw.Connection(str(path))
+    raw.execute(
+        "CREATE TEMP VIEW by_region AS SELECT 'bogus' AS region, 999 AS total, 1 AS n /* temp.\"__dbsp_pending_ */"
+    )
+    conn = matview.install(raw)
+    conn.execute("INSERT INTO sales VALUES (41, 'west', 500, 'd4')")
+    _check(conn, {"top2": DOWNSTREAM["top2"]})
+    conn.close()
+    conn = matview.connect(str(path))
+    _check(conn, {"top2": DOWNSTREAM["top2"]})
+    assert conn.view("top2").verify()

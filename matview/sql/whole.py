@@ -101,7 +101,8 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     if clock is not None:
         raise UnsupportedQuery(f"{what}: the string {clock} may reach a date function, which reads the clock for it")
     # (what a materialized view's shadow reads is let through: the user's own text may name none of it)
-    internal = [t.text for ts in texts for t in ts if t.kind != TokenType.STRING and _names_matview_internals(t.text)]
+    # (not even as a string, which SQLite takes for a name in FROM)
+    internal = [t.text for ts in texts for t in ts if _names_matview_internals(t.text)]
     if internal:
         raise UnsupportedQuery(f"{what} naming {internal[0]}, matview's own table, is not supported")
     renumbered = [i.name for i in infos if i.has_rowid and i.ipk is None]
@@ -160,7 +161,7 @@ def _opened_tables(conn: apsw.Connection, program: list[tuple[Any, ...]]) -> lis
 
 
 def _names_matview_internals(text: str) -> bool:
-    name = text.strip('"`[]')
+    name = text.strip("\"'`[] ")
     return is_internal(name) or fold(name) == "pragma_schema_version"
 
 
