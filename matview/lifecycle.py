@@ -6,6 +6,7 @@ the database is as it was.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -445,6 +446,15 @@ def _shown(columns: tuple[OutputColumn, ...]) -> list[tuple[str, str, str]]:
     return [(fold(c.name), affinity(c.decltype), c.collation) for c in columns]
 
 
+def _renamed_apart(old: tuple[OutputColumn, ...], new: tuple[OutputColumn, ...]) -> bool:
+    """Whether `new` differs from `old` only in the names of columns that share a name (`id`,
+    `id:1`, as SQLite's CREATE VIEW names them; a view made before matview did so keeps its names)."""
+    if [shown[1:] for shown in _shown(old)] != [shown[1:] for shown in _shown(new)]:
+        return False
+    stems = [fold(re.sub(r":\d+$", "", c.name)) for c in new]
+    return all(fold(a.name) == fold(b.name) or stems.count(stem) > 1 for a, b, stem in zip(old, new, stems))
+
+
 def rebuild_view(conn: apsw.Connection, registry: Registry, name: str, populate: Populate | None = None) -> None:
     """Empty a view's table and state and fill them again (`populate`, or `_populate`), its
     capture left as it is: for a caller that reloaded a base table itself."""
@@ -475,7 +485,7 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View, populate: Po
     )
     # indexes it made before exist (no term scans now): still its own, dropped with it
     plan = replace(plan, indexes=tuple(dict.fromkeys((*view.entry.plan.indexes, *plan.indexes))))
-    if _shown(plan.columns) == _shown(view.entry.plan.columns):
+    if _shown(plan.columns) == _shown(view.entry.plan.columns) or _renamed_apart(view.entry.plan.columns, plan.columns):
         # the view table stays: its columns keep the types they were created with
         plan = replace(plan, columns=view.entry.plan.columns)
     else:

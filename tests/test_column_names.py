@@ -105,3 +105,27 @@ def test_ddl_refusals_name_the_users_views_only(tmp_path):
     with pytest.raises(matview.Error) as raised:
         conn.execute("ALTER TABLE t RENAME TO t2")
     assert "__dbsp" not in str(raised.value) and "m" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "select",
+    [
+        "SELECT rowid, * FROM ledger",
+        "SELECT L.ACCT, acct FROM ledger L",
+        "SELECT amount, Amount, amount AS \"amount:1\" FROM ledger",
+        "SELECT id, id, id FROM ledger ORDER BY id LIMIT 5",  # (recomputed whole)
+    ],
+)
+def test_columns_of_one_name_are_named_as_create_view_names_them(tmp_path, select):
+    """`id`, `id:1`, as SQLite's own CREATE VIEW (hunt 26: the first was named as a subquery
+    names it, `ACCT` or `rowid`); REFRESH keeps them."""
+    path = str(tmp_path / "db.sqlite")
+    conn = matview.connect(path)
+    conn.execute("CREATE TABLE ledger(id INTEGER PRIMARY KEY, acct INT, Amount INT)")
+    conn.execute("INSERT INTO ledger VALUES (1, 1, 5), (2, 1, 7)")
+    conn.execute(f"CREATE VIEW plain AS {select}")
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")
+    expected = [d[0] for d in conn.execute("SELECT * FROM plain").getdescription()]
+    assert [d[0] for d in conn.execute("SELECT * FROM v").getdescription()] == expected
+    conn.execute("REFRESH MATERIALIZED VIEW v")
+    assert [d[0] for d in conn.execute("SELECT * FROM v").getdescription()] == expected

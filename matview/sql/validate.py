@@ -141,11 +141,9 @@ def probe_columns(conn: apsw.Connection, sql: str) -> tuple[list[str], list[str]
         select, _tokens = one_statement(sql)
         named = _result_names(conn, select)
         if len(named) == len(info):
-            # (two columns of one name keep the view's `id`, `id:1`: a table holds each name once)
-            folded = [fold(name) for name in named]
-            info = [
-                (row[0], name if folded.count(fold(name)) == 1 else row[1], *row[2:]) for row, name in zip(info, named)
-            ]
+            # (two columns of one name are `id`, `id:1`, as in SQLite's own CREATE VIEW: a table
+            # holds each name once)
+            info = [(row[0], name, *row[2:]) for row, name in zip(info, _distinct_names(named))]
     except apsw.SQLError as exc:
         raise Error(f"invalid view definition: {_sqlite_message(exc)}") from None
     finally:
@@ -154,6 +152,23 @@ def probe_columns(conn: apsw.Connection, sql: str) -> tuple[list[str], list[str]
         except apsw.Error:
             pass
     return [str(row[1]) for row in info], [str(row[2] or "") for row in info]
+
+
+def _distinct_names(names: list[str]) -> list[str]:
+    """Result names made distinct as SQLite names a view's columns (`sqlite3ColumnsFromExprList`):
+    a name taken before (in any case) gets `:1`, `:2`, … in place of any `:<digits>` it ends with."""
+    taken: set[str] = set()
+    distinct = []
+    for name in names:
+        candidate, count = name, 0
+        while fold(candidate) in taken:
+            base = candidate.rstrip("0123456789")
+            base = base[:-1] if base.endswith(":") and len(base) > 1 else candidate
+            count += 1
+            candidate = f"{base}:{count}"
+        taken.add(fold(candidate))
+        distinct.append(candidate)
+    return distinct
 
 
 def _result_names(conn: apsw.Connection, select: str) -> list[str]:
