@@ -100,8 +100,8 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     clock = clock_words(texts)
     if clock is not None:
         raise UnsupportedQuery(f"{what}: the string {clock} may reach a date function, which reads the clock for it")
-    # (what a materialized view's shadow reads is let through: the user's own text may name none of it)
-    # (not even as a string, which SQLite takes for a name in FROM)
+    # (what a materialized view's shadow reads is let through: the user's own text may name none of
+    # it, not even as a string, which SQLite takes for a name in FROM)
     internal = [t.text for ts in texts for t in ts if _names_matview_internals(t.text)]
     if internal:
         raise UnsupportedQuery(f"{what} naming {internal[0]}, matview's own table, is not supported")
@@ -249,7 +249,7 @@ def _read_objects(
     tables: list[str] = []
     views: dict[str, str] = {}
     unwatched: list[str] = []
-    # (the names the user knows first: a materialized view is refused by its name, not its storage's)
+    # (a TEMP table last: a refusal names the main tables' problems first)
     for entry in sorted(read.values(), key=lambda e: e.split("\0")[0] == "temp"):
         database, name = entry.split("\0", 1)
         if database == "temp":
