@@ -38,7 +38,7 @@ from matview.storage.catalog import ViewEntry
 from matview.storage.indexes import drop_unused as drop_unused_indexes
 from matview.storage.indexes import refuse_group_concat_through_own_index, with_indexes
 from matview.storage.scan_order import variant_order_problem
-from matview.storage.schema import affinity, read_table, table_kind
+from matview.storage.schema import affinity, read_table, table_kind, view_sql
 from matview.storage.state import StateStore, clear_state_tables, create_state_tables
 from matview.storage.viewstore import ViewTable
 
@@ -211,8 +211,8 @@ def _compile_with_nodes(
     `whole_reason`: recomputed whole in any case, for this reason (where SQLite cannot run it again
     exactly, refused with it)."""
     refuse_index_hints(sql)
-    clock = clock_words([tokenize(sql)])
-    if clock is not None:  # (through a derived table or node, no check of a call would see it)
+    clock = clock_words(tokenize(sql), [tokenize(text) for text in _texts_read(conn, sql)])
+    if clock is not None:  # (through a derived table, a node or a view, no check of a call would see it)
         raise UnsupportedQuery(f"the string {clock} may reach a date function, which reads the clock for it")
     sql = spell_distinct_from(sql)
     if whole_reason is not None:
@@ -241,6 +241,17 @@ def _compile_with_nodes(
             return Compiled(plan, whole_tree(), source)
     plan, source = compile_whole(conn, sql, what)  # (the statement runs as written, no node)
     return Compiled(plan, whole_tree(), source)
+
+
+def _texts_read(conn: apsw.Connection, sql: str, depth: int = 0) -> list[str]:
+    """The SELECTs of the plain and materialized views `sql` names, and of those they name."""
+    texts: list[str] = []
+    for name in dict.fromkeys(t.text for t in tokenize(sql) if t.is_name):
+        entry = upstream.find_entry(conn, name)
+        text = entry.sql if entry is not None else view_sql(conn, name)
+        if text is not None and depth < 8:  # (views nest; a damaged catalog could loop)
+            texts += [text, *_texts_read(conn, text, depth + 1)]
+    return texts
 
 
 def _compile_incrementally(

@@ -17,7 +17,7 @@ import apsw
 from sqlglot.tokens import TokenType
 
 from matview.errors import UnsupportedQuery
-from matview.sql.sqltext import Token, split_top_level
+from matview.sql.sqltext import Token, depth_walk, split_top_level
 
 DATE_FUNCTIONS = frozenset({"date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff"})
 #: time values that are the clock
@@ -36,7 +36,7 @@ def refuse_clock_dependent_date(conn: apsw.Connection, sql: str, function: Token
     times = arguments[1:needed] if function.text.lower() == "strftime" else arguments[:needed]
     for argument in times:
         # ('subsec' or 'subsecond' as the time value is the clock too, to the millisecond: SQLite 3.42)
-        words = {t.text.strip().lower() for t in argument.tokens if t.kind == TokenType.STRING}
+        words = {t.text.strip().lower() for t in argument.tokens if _may_be_string(t)}
         if words & {"subsec", "subsecond"}:
             raise UnsupportedQuery(f"{where} of {argument.text} (the time now) is not deterministic")
         value = _constant_value(conn, argument.text, argument.tokens)
@@ -44,10 +44,10 @@ def refuse_clock_dependent_date(conn: apsw.Connection, sql: str, function: Token
             raise UnsupportedQuery(
                 f"{where} of {argument.text}, which is '{_text(value)}' (the time now), is not deterministic"
             )
+    if any(word.strip().lower() == "now" for _index, word in _strings(inner)):
+        raise UnsupportedQuery(f"{where} of 'now' is not deterministic")
     for token in inner:
         word = token.text.strip().lower()
-        if token.kind == TokenType.STRING and word == "now":
-            raise UnsupportedQuery(f"{where} of 'now' is not deterministic")
         if token.kind == TokenType.STRING and word in ("localtime", "utc"):
             raise UnsupportedQuery(
                 f"{where} with the '{word}' modifier depends on the time zone of the process that folds, "
@@ -68,18 +68,87 @@ def refuse_clock_dependent_date(conn: apsw.Connection, sql: str, function: Token
         )
 
 
-def clock_words(texts: Iterable[list[Token]]) -> str | None:
-    """A 'now' string among `texts` that call a date function, which a CTE, a
-    derived table or a plain view may hand to one (`WITH c AS (SELECT 'now' AS n) … strftime(…,
-    n)`); None when there is none or no date function is called."""
-    tokens = [t for text in texts for t in text]
+def clock_words(select: list[Token], others: Iterable[list[Token]] = ()) -> str | None:
+    """A 'now' string that a CTE, a derived table, a plain view or a materialized view (`others`:
+    the texts of the views `select` reads) may hand to a date function as a column's value —
+    one in a select list inside `select`'s parentheses, or in any of `others`' select lists —
+    where one of them calls a date function; None otherwise. (A 'now' compared in a WHERE, or
+    shown by the view itself, reaches no date function.)"""
+    texts = [(select, 1), *((text, 0) for text in others)]
     calls = any(
         t.text.lower() in DATE_FUNCTIONS and i + 1 < len(tokens) and tokens[i + 1].kind == TokenType.L_PAREN
+        for tokens, _ in texts
         for i, t in enumerate(tokens)
     )
-    # (only 'now': 'subsec' is also a modifier, a deterministic one)
-    found = (f"'{t.text}'" for t in tokens if t.kind == TokenType.STRING and t.text.strip().lower() == "now")
-    return next(found, None) if calls else None
+    if not calls:
+        return None
+    for tokens, least_depth in texts:
+        depths = depth_walk(tokens)
+        for index, word in _strings(tokens):
+            clock = word.strip().lower() == "now" and depths[index] >= least_depth
+            if clock and _in_select_list(tokens, depths, index):
+                return f"'{word}'"
+    return None
+
+
+def _strings(tokens: Sequence[Token]) -> list[tuple[int, str]]:
+    """Each string the tokens write, with the index of its first token: a literal (or a
+    double-quoted name, which may be one), or literals joined by `||` (`'no' || 'w'`)."""
+    found: list[tuple[int, str]] = []
+    index = 0
+    while index < len(tokens):
+        if not _may_be_string(tokens[index]):
+            index += 1
+            continue
+        start, parts = index, [tokens[index].text]
+        while (
+            index + 2 < len(tokens) and tokens[index + 1].kind == TokenType.DPIPE and _may_be_string(tokens[index + 2])
+        ):
+            index += 2
+            parts.append(tokens[index].text)
+        found += (
+            [(start, tokens[start].text)] if len(parts) == 1 else [(start, tokens[start].text), (start, "".join(parts))]
+        )
+        index += 1
+    return found
+
+
+def _in_select_list(tokens: list[Token], depths: list[int], index: int) -> bool:
+    """Whether token `index` is in a select list (or a VALUES row): the clause keyword before it
+    at its own depth, or at the depth of the parentheses around it, is SELECT or VALUES."""
+    depth = depths[index]
+    for before in range(index - 1, -1, -1):
+        if depths[before] < depth:  # (the parentheses it is in: VALUES (…), or a call in a select list)
+            depth = depths[before]
+            if tokens[before].kind == TokenType.VALUES:
+                return True
+            continue
+        if depths[before] == depth and tokens[before].kind in _CLAUSES:
+            return tokens[before].kind in (TokenType.SELECT, TokenType.VALUES)
+    return False
+
+
+#: the keywords that start a clause of a SELECT
+_CLAUSES = frozenset(
+    {
+        TokenType.SELECT,
+        TokenType.VALUES,
+        TokenType.FROM,
+        TokenType.WHERE,
+        TokenType.GROUP_BY,
+        TokenType.HAVING,
+        TokenType.ORDER_BY,
+        TokenType.LIMIT,
+        TokenType.ON,
+        TokenType.USING,
+        TokenType.WINDOW,
+    }
+)
+
+
+def _may_be_string(token: Token) -> bool:
+    """A string, or a double-quoted name, which SQLite reads as a string where no column has it."""
+    return token.kind == TokenType.STRING or token.kind == TokenType.IDENTIFIER
 
 
 def _constant_value(conn: apsw.Connection, text: str, tokens: Sequence[Token]) -> object:
@@ -88,16 +157,18 @@ def _constant_value(conn: apsw.Connection, text: str, tokens: Sequence[Token]) -
     reads a column."""
     if len(tokens) == 1 and tokens[0].kind in (TokenType.STRING, TokenType.NUMBER, TokenType.NULL):
         return None
+    kinds = {t.kind for t in tokens}
+    if kinds & {TokenType.FROM, TokenType.PARAMETER, TokenType.COLON, TokenType.SEMICOLON}:
+        return None  # (a subquery that reads a table, a bound value: not a constant)
     for index, token in enumerate(tokens):
         calls = index + 1 < len(tokens) and tokens[index + 1].kind == TokenType.L_PAREN
-        if token.kind in (TokenType.SELECT, TokenType.PARAMETER, TokenType.COLON, TokenType.SEMICOLON) or (
-            token.is_name and not calls
-        ):
-            return None  # (a column, a subquery or a bound value: not a constant)
+        cast_type = index > 0 and tokens[index - 1].kind == TokenType.ALIAS  # (CAST(… AS TEXT))
+        if token.kind == TokenType.VAR and not calls and not cast_type:
+            return None  # (a column: not a constant; a double-quoted name may be a string, evaluated)
     try:
         row = conn.execute(f"SELECT {text}").fetchone()
-    except apsw.Error:
-        return None  # (SQLite will say what is wrong with it)
+    except Exception:  # (a user's function may raise anything: SQLite will say what is wrong when it runs)
+        return None
     return None if row is None else row[0]
 
 

@@ -97,7 +97,7 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     upstreams = [entry for name in materialized if (entry := find_entry(conn, name)) is not None]
     # every text that runs at a fold: the SELECT and the plain views it reads
     texts = [tokens, *(tokenize(view_parts(body)[2]) for _name, body in views)]
-    clock = clock_words(texts)
+    clock = clock_words(tokens, [*texts[1:], *(tokenize(u.sql) for u in upstreams)])
     if clock is not None:
         raise UnsupportedQuery(f"{what}: the string {clock} may reach a date function, which reads the clock for it")
     # (what a materialized view's shadow reads is let through: the user's own text may name none of
