@@ -155,3 +155,25 @@ def assert_recomputed_whole(conn: Any, select: str, name: str = "whole") -> dict
         assert "recomputed whole" in conn.view(view).explain()
     assert_views_match(conn, live)
     return live
+
+
+class _RolledBack(Exception):
+    pass
+
+
+def savepoints_released_and_rolled_back(
+    conn: Any, write: Callable[[Any], None], inside: Callable[[Any], None] | None = None
+) -> None:
+    """One transaction: a savepoint whose `write(conn)` is released, then one whose `write(conn)`
+    is rolled back; `inside(conn)` runs before the transaction commits (a read inside it)."""
+    with conn:
+        with conn:
+            write(conn)
+        try:
+            with conn:
+                write(conn)
+                raise _RolledBack
+        except _RolledBack:
+            pass
+        if inside is not None:
+            inside(conn)

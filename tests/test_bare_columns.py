@@ -341,7 +341,7 @@ def _history_write(conn, rng: random.Random) -> None:
 
 @pytest.mark.parametrize("seed", range(2))
 def test_a_unique_extreme_row_needs_no_rowid(tmp_path, seed):
-    """"The latest salary per employee" over a WITHOUT ROWID (or composite key) history: the MIN/MAX
+    """ "The latest salary per employee" over a WITHOUT ROWID (or composite key) history: the MIN/MAX
     argument and the GROUP BY columns hold the NOT NULL primary key, so one row of a group has the
     extreme, whatever order SQLite meets the rows in (`Plan.extreme_unique`)."""
     setup = [

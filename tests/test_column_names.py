@@ -112,7 +112,7 @@ def test_ddl_refusals_name_the_users_views_only(tmp_path):
     [
         "SELECT rowid, * FROM ledger",
         "SELECT L.ACCT, acct FROM ledger L",
-        "SELECT amount, Amount, amount AS \"amount:1\" FROM ledger",
+        'SELECT amount, Amount, amount AS "amount:1" FROM ledger',
         "SELECT id, id, id FROM ledger ORDER BY id LIMIT 5",  # (recomputed whole)
     ],
 )

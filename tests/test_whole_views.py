@@ -16,7 +16,12 @@ import apsw
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from oracle import assert_refused, assert_views_match, create_views_both_modes
+from oracle import (
+    assert_refused,
+    assert_views_match,
+    create_views_both_modes,
+    savepoints_released_and_rolled_back,
+)
 from stock import stock_sqlite3
 
 import matview
@@ -93,15 +98,7 @@ def test_views_recomputed_whole_follow_every_write(tmp_path: Path, seed: int) ->
                 _write(conn, rng)
             conn.execute("ROLLBACK")
         if step == 8:  # a savepoint released, one rolled back, inside one transaction
-            with conn:
-                with conn:
-                    _write(conn, rng)
-                try:
-                    with conn:
-                        _write(conn, rng)
-                        raise KeyError
-                except KeyError:
-                    pass
+            savepoints_released_and_rolled_back(conn, lambda c: _write(c, rng))
         if step == 10:  # another program, which has never heard of matview
             conn.close()
             stock_sqlite3(path, ["UPDATE posts SET score = 9 WHERE id % 2 = 0", "DELETE FROM users WHERE id = 2"])

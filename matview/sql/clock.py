@@ -17,7 +17,7 @@ import apsw
 from sqlglot.tokens import TokenType
 
 from matview.errors import UnsupportedQuery
-from matview.sql.sqltext import Token, depth_walk, split_top_level
+from matview.sql.sqltext import CLAUSE_WORDS, Token, depth_walk, split_top_level
 
 DATE_FUNCTIONS = frozenset({"date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff"})
 #: time values that are the clock
@@ -128,22 +128,8 @@ def _in_select_list(tokens: list[Token], depths: list[int], index: int) -> bool:
     return False
 
 
-#: the keywords that start a clause of a SELECT
-_CLAUSES = frozenset(
-    {
-        TokenType.SELECT,
-        TokenType.VALUES,
-        TokenType.FROM,
-        TokenType.WHERE,
-        TokenType.GROUP_BY,
-        TokenType.HAVING,
-        TokenType.ORDER_BY,
-        TokenType.LIMIT,
-        TokenType.ON,
-        TokenType.USING,
-        TokenType.WINDOW,
-    }
-)
+#: the keywords that start a clause of a SELECT, or a VALUES list
+_CLAUSES = CLAUSE_WORDS | {TokenType.VALUES, TokenType.WINDOW}
 
 
 def _may_be_string(token: Token) -> bool:

@@ -10,7 +10,7 @@ from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
 from matview.names import fold
-from matview.sql.sqltext import Span, Token, depth_walk, excerpt, matching_paren, tokenize
+from matview.sql.sqltext import CLAUSE_WORDS, Span, Token, depth_walk, excerpt, matching_paren, tokenize
 
 JOIN_WORDS = {TokenType.NATURAL, TokenType.CROSS, TokenType.INNER, TokenType.JOIN}
 OUTER_WORDS = {TokenType.LEFT, TokenType.RIGHT, TokenType.FULL, TokenType.OUTER}
@@ -96,20 +96,6 @@ def in_from_item(from_tokens: tuple[Token, ...], paren: Token) -> bool:
     return before in (None, TokenType.COMMA, TokenType.JOIN)
 
 
-#: clause keywords: where a walk back from a parenthesis learns which clause holds it
-_CLAUSE_WORDS = {
-    TokenType.SELECT,
-    TokenType.FROM,
-    TokenType.WHERE,
-    TokenType.GROUP_BY,
-    TokenType.HAVING,
-    TokenType.ORDER_BY,
-    TokenType.LIMIT,
-    TokenType.ON,
-    TokenType.USING,
-}
-
-
 def is_from_item(tokens: list[Token], open_index: int) -> bool:
     """Whether the parenthesis at `open_index` opens a derived table of a FROM clause (after
     FROM, a join word, or a comma of the FROM clause) rather than an expression."""
@@ -125,7 +111,7 @@ def is_from_item(tokens: list[Token], open_index: int) -> bool:
     for index in range(open_index - 1, -1, -1):
         if depths[index] < depth:
             return False  # inside an argument list or an IN list
-        if depths[index] == depth and tokens[index].kind in _CLAUSE_WORDS:
+        if depths[index] == depth and tokens[index].kind in CLAUSE_WORDS:
             return tokens[index].kind in (TokenType.FROM, TokenType.ON, TokenType.USING)
     return False
 

@@ -32,6 +32,20 @@ _CLAUSES = {
     TokenType.ORDER_BY: "order",
     TokenType.LIMIT: "limit",
 }
+#: clause keywords: where a walk back from a parenthesis learns which clause holds it
+CLAUSE_WORDS = frozenset(
+    {
+        TokenType.SELECT,
+        TokenType.FROM,
+        TokenType.WHERE,
+        TokenType.GROUP_BY,
+        TokenType.HAVING,
+        TokenType.ORDER_BY,
+        TokenType.LIMIT,
+        TokenType.ON,
+        TokenType.USING,
+    }
+)
 _NAME_TYPES = {TokenType.VAR, TokenType.IDENTIFIER}
 #: literals whose text sqlglot gives unquoted: `'a'` is never the column a
 _STRING_TYPES = {kind for name, kind in TokenType.__members__.items() if name.endswith("_STRING") or name == "STRING"}
