@@ -243,15 +243,20 @@ def _compile_with_nodes(
     return Compiled(plan, whole_tree(), source)
 
 
-def _texts_read(conn: apsw.Connection, sql: str, depth: int = 0) -> list[str]:
+def _texts_read(conn: apsw.Connection, sql: str) -> list[str]:
     """The SELECTs of the plain and materialized views `sql` names, and of those they name."""
-    texts: list[str] = []
-    for name in dict.fromkeys(t.text for t in tokenize(sql) if t.is_name):
-        entry = upstream.find_entry(conn, name)
-        text = entry.sql if entry is not None else view_sql(conn, name)
-        if text is not None and depth < 8:  # (views nest; a damaged catalog could loop)
-            texts += [text, *_texts_read(conn, text, depth + 1)]
-    return texts
+    materialized = {fold(e.name): e.sql for e in catalog.load_views(conn).values()}
+    texts: dict[str, str] = {}
+    pending = [sql]
+    while pending and len(texts) < 256:  # (views nest; a damaged catalog could loop)
+        for name in dict.fromkeys(t.text for t in tokenize(pending.pop()) if t.is_name):
+            if fold(name) in texts:
+                continue
+            text = materialized.get(fold(name)) or view_sql(conn, name)
+            if text is not None:
+                texts[fold(name)] = text
+                pending.append(text)
+    return list(texts.values())
 
 
 def _compile_incrementally(
