@@ -11,6 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import apsw.ext
 from rich.console import Console
 from rich.table import Table
 
@@ -20,9 +21,9 @@ console = Console()
 
 
 def show(conn: matview.Connection, sql: str, title: str) -> None:
-    cursor = conn.execute(sql)
-    columns = [name for name, _type in cursor.getdescription()]
-    rows = cursor.fetchall()
+    # (a query that returns no row has finished before its columns could be asked for)
+    columns = [name for name, *_rest in apsw.ext.query_info(conn.apsw, sql).description or ()]
+    rows = conn.execute(sql).fetchall()
     table = Table(*columns, title=title)
     for row in rows:
         table.add_row(*("NULL" if v is None else str(v) for v in row))
