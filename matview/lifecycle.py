@@ -20,10 +20,9 @@ from matview.fold import fold_pending_deltas
 from matview.names import NODE_PREFIX, fold, quote
 from matview.plan import OutputColumn
 from matview.registry import Registry, View
-from matview.sql.clock import clock_words
+from matview.sql.clock import refuse_clock_handed_on
 from matview.sql.frontend import Compiled, compile_select
 from matview.sql.nodes import extract_nodes
-from matview.sql.sqltext import tokenize
 from matview.sql.validate import drop_main_qualifiers, refuse_index_hints, spell_distinct_from
 from matview.sql.whole import compile_whole, whole_construct, whole_construct_inside, whole_tree
 from matview.storage import catalog, readable
@@ -38,7 +37,7 @@ from matview.storage.catalog import ViewEntry
 from matview.storage.indexes import drop_unused as drop_unused_indexes
 from matview.storage.indexes import refuse_group_concat_through_own_index, with_indexes
 from matview.storage.scan_order import variant_order_problem
-from matview.storage.schema import affinity, read_table, table_kind, view_sql
+from matview.storage.schema import affinity, read_table, table_kind
 from matview.storage.state import StateStore, clear_state_tables, create_state_tables
 from matview.storage.viewstore import ViewTable
 
@@ -211,9 +210,7 @@ def _compile_with_nodes(
     `whole_reason`: recomputed whole in any case, for this reason (where SQLite cannot run it again
     exactly, refused with it)."""
     refuse_index_hints(sql)
-    clock = clock_words(tokenize(sql), [tokenize(text) for text in _texts_read(conn, sql)])
-    if clock is not None:  # (through a derived table, a node or a view, no check of a call would see it)
-        raise UnsupportedQuery(f"the string {clock} may reach a date function, which reads the clock for it")
+    refuse_clock_handed_on(conn, sql)  # (here once: every path below, whole recompute too, stands on it)
     sql = spell_distinct_from(sql)
     if whole_reason is not None:
         try:
@@ -241,22 +238,6 @@ def _compile_with_nodes(
             return Compiled(plan, whole_tree(), source)
     plan, source = compile_whole(conn, sql, what)  # (the statement runs as written, no node)
     return Compiled(plan, whole_tree(), source)
-
-
-def _texts_read(conn: apsw.Connection, sql: str) -> list[str]:
-    """The SELECTs of the plain and materialized views `sql` names, and of those they name."""
-    materialized = {fold(e.name): e.sql for e in catalog.load_views(conn).values()}
-    texts: dict[str, str] = {}
-    pending = [sql]
-    while pending and len(texts) < 256:  # (views nest; a damaged catalog could loop)
-        for name in dict.fromkeys(t.text for t in tokenize(pending.pop()) if t.is_name):
-            if fold(name) in texts:
-                continue
-            text = materialized.get(fold(name)) or view_sql(conn, name)
-            if text is not None:
-                texts[fold(name)] = text
-                pending.append(text)
-    return list(texts.values())
 
 
 def _compile_incrementally(

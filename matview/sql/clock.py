@@ -17,7 +17,10 @@ import apsw
 from sqlglot.tokens import TokenType
 
 from matview.errors import UnsupportedQuery
-from matview.sql.sqltext import CLAUSE_WORDS, Token, depth_walk, split_top_level
+from matview.names import fold
+from matview.sql.sqltext import CLAUSE_WORDS, Token, depth_walk, split_top_level, tokenize
+from matview.storage.catalog import load_views
+from matview.storage.schema import view_sql
 
 DATE_FUNCTIONS = frozenset({"date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff"})
 #: time values that are the clock
@@ -66,6 +69,30 @@ def refuse_clock_dependent_date(conn: apsw.Connection, sql: str, function: Token
             f"{where} with a computed modifier ({argument.text}): it could be 'localtime' or 'utc', "
             "which are not deterministic; write modifiers as literals"
         )
+
+
+def refuse_clock_handed_on(conn: apsw.Connection, sql: str) -> None:
+    """Refuse a view's SELECT where a CTE, derived table or view it reads may hand a 'now' string
+    to a date function (`clock_words`): through a node or a view no check of a call sees it."""
+    clock = clock_words(tokenize(sql), [tokenize(text) for text in _texts_read(conn, sql)])
+    if clock is not None:
+        raise UnsupportedQuery(f"the string {clock} may reach a date function, which reads the clock for it")
+
+
+def _texts_read(conn: apsw.Connection, sql: str) -> list[str]:
+    """The SELECTs of the plain and materialized views `sql` names, and of those they name."""
+    materialized = {fold(e.name): e.sql for e in load_views(conn).values()}
+    texts: dict[str, str] = {}
+    pending = [sql]
+    while pending and len(texts) < 256:  # (views nest; a damaged catalog could loop)
+        for name in dict.fromkeys(t.text for t in tokenize(pending.pop()) if t.is_name):
+            if fold(name) in texts:
+                continue
+            text = materialized.get(fold(name)) or view_sql(conn, name)
+            if text is not None:
+                texts[fold(name)] = text
+                pending.append(text)
+    return list(texts.values())
 
 
 def clock_words(select: list[Token], others: Iterable[list[Token]] = ()) -> str | None:

@@ -27,7 +27,6 @@ from matview.errors import Error, UnsupportedQuery
 from matview.names import fold, is_internal, is_node
 from matview.operators.whole import READ_ACTIONS
 from matview.plan import OutputColumn, Plan, Upstream
-from matview.sql.clock import clock_words
 from matview.sql.from_clause import FromClause, Occurrence
 from matview.sql.from_items import view_parts
 from matview.sql.inline import plain_view_sql
@@ -97,9 +96,6 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     upstreams = [entry for name in materialized if (entry := find_entry(conn, name)) is not None]
     # every text that runs at a fold: the SELECT and the plain views it reads
     texts = [tokens, *(tokenize(view_parts(body)[2]) for _name, body in views)]
-    clock = clock_words(tokens, [*texts[1:], *(tokenize(u.sql) for u in upstreams)])
-    if clock is not None:
-        raise UnsupportedQuery(f"{what}: the string {clock} may reach a date function, which reads the clock for it")
     # (what a materialized view's shadow reads is let through: the user's own text may name none of
     # it, not even as a string, which SQLite takes for a name in FROM)
     internal = [t.text for ts in texts for t in ts if _names_matview_internals(t.text)]
