@@ -19,6 +19,7 @@ from typing import Any
 import apsw
 
 from matview import base_ddl, feed, lifecycle, names, progress, upstream
+from matview.db import describe, raising_user_function
 from matview.errors import Error, SchemaChanged
 from matview.fold import fold_pending_deltas, pending_count
 from matview.names import fold, is_node, quote, view_table
@@ -249,6 +250,9 @@ class Connection:
                 ) from exc
             if isinstance(exc, apsw.Error):
                 raise Error(f"{type(exc).__name__}: {exc}") from exc
+            function = raising_user_function(exc) if isinstance(exc, Exception) else None
+            if function is not None and not isinstance(exc, Error):
+                raise Error(f"{what}: the user's {function} raised {describe(exc)}") from exc
             raise
 
     def _run_materialized_statement(self, statement: Any) -> None:

@@ -46,6 +46,28 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+_CALLBACK_WORDS = frozenset({"scalar", "aggregate", "window", "step", "final", "value", "inverse"})
+
+
+def raising_user_function(exc: BaseException) -> str | None:
+    """What of the user's raised `exc` inside SQLite ("SQL function f", "a collation"), or None:
+    apsw adds a frame (file ``src/…c``) named ``user-defined-scalar-f``, ``…-aggregate-step-f``,
+    or ``Collation_callback`` where it called the user's Python."""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename.startswith("src/"):
+            if code.co_name == "Collation_callback":
+                return "a collation"
+            if code.co_name.startswith("user-defined-"):
+                words = code.co_name.removeprefix("user-defined-").split("-")
+                while len(words) > 1 and words[0] in _CALLBACK_WORDS:
+                    words.pop(0)
+                return f"SQL function {'-'.join(words)}"
+        tb = tb.tb_next
+    return None
+
+
 @contextmanager
 def own_statements(conn: apsw.Connection) -> Iterator[None]:
     """matview's own statements, run while SQLite prepares or runs a user's statement under an

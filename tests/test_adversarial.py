@@ -282,6 +282,45 @@ def test_fold_error_of_one_view_stalls_only_that_view(tmp_path):
     conn.close()
 
 
+@pytest.mark.parametrize(
+    ("body", "culprit"),
+    [
+        ("SELECT picky(x) FROM t", "SQL function picky"),
+        ("SELECT x % 2 AS k, sum(picky(x)) FROM t GROUP BY k", "SQL function picky"),
+        ("SELECT picky(x) FROM t ORDER BY x LIMIT 10", "SQL function picky"),  # (recomputed whole)
+        ("SELECT DISTINCT CAST(x AS TEXT) COLLATE fussy AS s FROM t", "a collation"),
+    ],
+)
+@pytest.mark.fall_back_to_whole
+def test_user_function_raising_during_create_is_a_matview_error(tmp_path, body, culprit):
+    """The user's Python raising while CREATE or REFRESH runs the SELECT over the rows there is
+    a matview.Error naming what raised (not the bare Python exception); nothing is left behind."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.create_scalar_function("picky", lambda x: 1 // (x - 7), 1, deterministic=True)
+
+    def fussy(a: str, b: str) -> int:
+        if "7" in (a, b):
+            raise ValueError("no sevens")
+        return (a > b) - (a < b)
+
+    conn.apsw.create_collation("fussy", fussy)
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, x INTEGER)")
+    conn.execute("INSERT INTO t(x) VALUES (1), (2), (3), (7), (8)")
+    before = conn.execute("SELECT type, name FROM sqlite_master ORDER BY name").fetchall()
+    with pytest.raises(matview.Error, match=f"CREATE v: the user's {culprit} raised (ZeroDivisionError|ValueError)"):
+        conn.execute(f"CREATE MATERIALIZED VIEW v AS {body}")
+    assert conn.execute("SELECT type, name FROM sqlite_master ORDER BY name").fetchall() == before
+    conn.execute("DELETE FROM t WHERE x = 7")
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {body}")
+    conn.execute("INSERT INTO t(x) VALUES (7)")  # the fold stalls the view only
+    with pytest.raises(matview.Error, match=f"the user's {culprit} raised"):
+        conn.execute("REFRESH MATERIALIZED VIEW v")
+    conn.execute("DELETE FROM t WHERE x = 7")
+    conn.execute("REFRESH MATERIALIZED VIEW v")
+    assert_view_matches(conn, "v", body)
+    conn.close()
+
+
 # 8. names as SQLite reads them, and scripts
 
 
