@@ -1,7 +1,7 @@
 """Reliability, the long run (issue 9): I/O faults, power cuts, SIGKILLs, concurrent writers.
 
     python bench/reliability.py [--faults 1000] [--powercuts 200] [--kills 200]
-                                [--writers 4 --txns 10000] [--checkpoint-every 10]
+                                [--writers 4 --txns 10000] [--reader-pause-every 10]
                                 [--big-rows 0] [--seed N] [--dir DIR]
 
 Every part runs the mixed workload of ``tests/reliability_workload.py`` (single-table
@@ -20,9 +20,9 @@ immediate and deferred) on real files:
 * concurrency: ``--writers`` processes (half matview connections, half stdlib sqlite3) each
   commit ``--txns`` transactions on one WAL file while a matview reader and a stock reader
   read every view; "database is locked" must never leak out of matview, nothing deadlocks
-  (each process has a deadline), and every view is exact at the end; a checkpointer thread
-  runs ``wal_checkpoint(TRUNCATE)`` every ``--checkpoint-every`` seconds so the WAL stays
-  bounded (readers that never all pause starve SQLite's automatic checkpoints);
+  (each process has a deadline), and every view is exact at the end; the readers pause
+  together for 1 s every ``--reader-pause-every`` seconds, so the WAL can restart (readers
+  that never all pause starve SQLite's automatic checkpoints: ``ReaderPauses``);
 * big views (``--big-rows N``, off by default): a table of N rows, an aggregate and a MIN/MAX
   view CREATEd then REFRESHed in a child process (seconds and peak RSS of each statement), and
   children sent SIGINT mid-CREATE and mid-REFRESH: the file must be as it was (integrity, the
@@ -147,40 +147,38 @@ def kill_campaign(directory: Path, kills: int, seed: int, tally: Tally) -> int:
     return done
 
 
-class Checkpointer(threading.Thread):
-    """What an application with readers that never all pause does against checkpoint starvation:
-    every `every` seconds a stock client runs ``PRAGMA wal_checkpoint(TRUNCATE)``, which waits
-    (busy handler) for the readers of old snapshots and resets the log. Without it the WAL of
-    4 × 10,000 transactions grew to 38 GB: SQLite's automatic PASSIVE checkpoints never restart
-    a log some reader is always using."""
+class ReaderPauses(threading.Thread):
+    """Readers that all pause now and then, so the WAL can restart: every `every` seconds the
+    ``<db>.pause`` file exists for `length` seconds, and the readers wait between two reads while
+    it does. SQLite's automatic checkpoints then complete and the next writer restarts the log.
+    Readers that never all pause starve them (the WAL of 4 × 10,000 transactions grew to 38 GB):
+    SQLite's checkpoint starvation, whoever the readers are. A checkpointer of the bench's own
+    (`wal_checkpoint(TRUNCATE)` every 10 s) made it worse: waiting for the write lock that busy
+    writers hold, it kept the checkpoint lock, and the writers' own checkpoints could not run."""
 
-    def __init__(self, path: Path, every: float, busy_timeout_ms: int) -> None:
+    def __init__(self, path: Path, every: float, length: float) -> None:
         super().__init__(daemon=True)
-        self.path, self.every, self.busy_timeout_ms = path, every, busy_timeout_ms
+        self.path, self.every, self.length = path, every, length
+        self.flag = Path(str(path) + ".pause")
         self.done = threading.Event()
-        self.runs = self.busy = 0
+        self.pauses = 0
         self.largest_wal = 0
 
     def run(self) -> None:
-        import sqlite3
-
-        conn = sqlite3.connect(self.path, timeout=self.busy_timeout_ms / 1000, isolation_level=None)
         wal = Path(str(self.path) + "-wal")
-        try:
-            while not self.done.wait(self.every):
-                self.largest_wal = max(self.largest_wal, wal.stat().st_size if wal.exists() else 0)
-                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-                self.runs += 1
-                self.busy += busy  # (1: the busy timeout expired first; the next run tries again)
-        finally:
-            conn.close()
+        while not self.done.wait(self.every):
+            self.largest_wal = max(self.largest_wal, wal.stat().st_size if wal.exists() else 0)
+            self.flag.touch()
+            self.pauses += 1
+            self.done.wait(self.length)
+            self.flag.unlink(missing_ok=True)
 
 
 def concurrency(
-    directory: Path, writers: int, txns: int, seed: int, tally: Tally, checkpoint_every: float = 0.0
+    directory: Path, writers: int, txns: int, seed: int, tally: Tally, pause_every: float = 0.0
 ) -> int:
-    """`writers` processes × `txns` transactions on one WAL file, with readers (and, every
-    `checkpoint_every` seconds when set, a TRUNCATE checkpoint); the number of transactions
+    """`writers` processes × `txns` transactions on one WAL file, with readers (pausing together
+    for 1 s every `pause_every` seconds when set: `ReaderPauses`); the number of transactions
     committed."""
     rng = random.Random(seed)
     path = directory / "concurrent.db"
@@ -191,11 +189,9 @@ def concurrency(
     kinds = ["writer" if w % 2 == 0 else "stock_writer" for w in range(writers)]
     children = [Child(kind, path, (w + 1) * 10_000_000, txns, rng.randrange(1 << 30)) for w, kind in enumerate(kinds)]
     readers = [Child(kind, path, 0, 0, rng.randrange(1 << 30)) for kind in ("reader", "stock_reader")]
-    checkpointer = None
-    if checkpoint_every:
-        busy_ms = int(os.environ.get("RELIABILITY_BUSY_TIMEOUT_MS", "30000"))
-        checkpointer = Checkpointer(path, checkpoint_every, busy_ms)
-        checkpointer.start()
+    pauses = ReaderPauses(path, pause_every, 1.0) if pause_every else None
+    if pauses is not None:
+        pauses.start()
     start = time.monotonic()
     for kind, child in zip(kinds, children, strict=True):
         if not child.finish(deadline - (time.monotonic() - start)):
@@ -205,13 +201,10 @@ def concurrency(
             tally.problems.append(f"a {kind} failed: {child.stderr()[-2000:]}")
             tally.wrong += 1
     stop.touch()
-    if checkpointer is not None:
-        checkpointer.done.set()
-        checkpointer.join()
-        print(
-            f"  checkpoints: {checkpointer.runs} TRUNCATE ({checkpointer.busy} timed out), "
-            f"largest WAL seen {checkpointer.largest_wal / 1e6:.0f} MB"
-        )
+    if pauses is not None:
+        pauses.done.set()
+        pauses.join()
+        print(f"  readers paused {pauses.pauses} times; largest WAL file seen {pauses.largest_wal / 1e6:.0f} MB")
     for reader in readers:
         if not reader.finish(120) or reader.proc.returncode != 0:
             tally.problems.append(f"a reader failed: {reader.stderr()[-2000:]}")
@@ -293,10 +286,10 @@ def main() -> int:
         help="busy timeout of every concurrent client, matview and stock alike (SQLite gives up after it)",
     )
     parser.add_argument(
-        "--checkpoint-every",
+        "--reader-pause-every",
         type=float,
         default=10.0,
-        help="seconds between the TRUNCATE checkpoints of the concurrency run (0: SQLite's automatic ones only)",
+        help="seconds between the 1 s pauses the readers of the concurrency run take together (0: never)",
     )
     parser.add_argument("--big-rows", type=int, default=0, help="rows of the big-view run (0: skip it)")
     parser.add_argument("--seed", type=int, default=random.randrange(1 << 30))
@@ -328,7 +321,7 @@ def main() -> int:
         kills = kill_campaign(directory, args.kills, args.seed + 20, tally)
         print(f"kills: {kills} ({time.monotonic() - started:.0f} s so far)", flush=True)
     if args.writers and args.txns:
-        txns = concurrency(directory, args.writers, args.txns, args.seed + 30, tally, args.checkpoint_every)
+        txns = concurrency(directory, args.writers, args.txns, args.seed + 30, tally, args.reader_pause_every)
     if args.big_rows:
         big_views_run(directory, args.big_rows, args.seed + 40, tally)
     for problem in tally.problems[:20]:

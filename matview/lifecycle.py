@@ -18,6 +18,7 @@ from matview.db import ENVIRONMENT_ERRORS, describe, savepoint, scalar
 from matview.errors import Error, UnsupportedQuery
 from matview.fold import fold_pending_deltas
 from matview.names import NODE_PREFIX, fold, quote
+from matview.operators.partition import every_root_table
 from matview.plan import OutputColumn
 from matview.registry import Registry, View
 from matview.sql.clock import refuse_clock_handed_on
@@ -75,6 +76,10 @@ def _check_name(name: str) -> None:
         raise Error(f"view name {name}: names starting with {names.PREFIX} are reserved for matview")
     if name.lower().startswith("sqlite_"):
         raise Error(f"view name {name}: names starting with sqlite_ are reserved for SQLite")
+
+
+class _CheaperWhole(Exception):
+    """The incremental plan would recompute every row at most writes: recomputed whole instead."""
 
 
 class _RefusedOnceCompiled(UnsupportedQuery):
@@ -203,10 +208,13 @@ def _compile_with_nodes(
     create_nodes: bool = True,
     whole: bool = True,
     whole_reason: str | None = None,
+    cheaper_whole: bool = True,
 ) -> Compiled:
     """Compile a view's SELECT, which reads its internal nodes (`matview.sql.nodes`): created first,
     or (`create_nodes` false, a rebuild) already there. `whole`: where no delta rule applies (a top
-    N, a window) or the incremental engine refuses, the view is recomputed whole (`sql.whole`);
+    N, a window) or the incremental engine refuses, the view is recomputed whole (`sql.whole`), and
+    (`cheaper_whole`, not in a rebuild: a view stays as it was made) where every change of a table
+    it reads would recompute every row (`partition.every_root_table`);
     `whole_reason`: recomputed whole in any case, for this reason (where SQLite cannot run it again
     exactly, refused with it)."""
     refuse_index_hints(sql)
@@ -222,7 +230,25 @@ def _compile_with_nodes(
     if what is None:
         try:
             with savepoint(conn):
-                return _compile_incrementally(conn, registry, name, sql, maintenance, auto_indexes, create_nodes)
+                compiled = _compile_incrementally(conn, registry, name, sql, maintenance, auto_indexes, create_nodes)
+                costly = (
+                    every_root_table(conn, compiled.plan) if whole and cheaper_whole and FALL_BACK_TO_WHOLE else None
+                )
+                if costly is None:
+                    return compiled
+                raise _CheaperWhole(
+                    f"a subquery that does not depend on the outer row reads {costly}, which the view reads "
+                    f"too: every change of {costly} reaches every row, so running the SELECT once is cheaper"
+                )
+        except _CheaperWhole as choice:
+            registry.invalidate()  # (its nodes are gone with the savepoint)
+            try:
+                plan, source = compile_whole(conn, sql, str(choice))
+            except Error:  # (SQLite cannot run it again exactly: maintained row by row after all)
+                return _compile_with_nodes(
+                    conn, registry, name, sql, maintenance, auto_indexes, create_nodes, whole=False
+                )
+            return Compiled(plan, whole_tree(), source)
         except UnsupportedQuery as refusal:
             # a LIMIT or a window inside a plain view or a derived table; or (by default) anything the
             # incremental engine refuses: recomputed whole instead, where SQLite can run the SELECT
@@ -478,6 +504,7 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View, populate: Po
             create_nodes=False,
             # (recomputed whole, or incremental, as it was made)
             whole_reason=(entry.plan.whole_reason or "recomputed whole") if entry.plan.whole else None,
+            cheaper_whole=False,
         ),
     )
     # indexes it made before exist (no term scans now): still its own, dropped with it

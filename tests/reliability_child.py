@@ -85,8 +85,17 @@ def stock_writer(db: str, first: int, count: int, seed: int) -> None:
 
 #: seconds a reader rests after each round of reads. Readers that never rest keep some WAL frame
 #: in use at every instant, so no checkpoint can restart the log: in the 4 × 10,000 run it grew
-#: to 38 GB in 50 minutes (SQLite's checkpoint starvation, whoever the readers are).
+#: to 38 GB in 50 minutes (SQLite's checkpoint starvation, whoever the readers are). Resting
+#: alone was not enough (4 GB after 38 minutes): the readers also wait while the bench's
+#: ``<db>.pause`` file exists (`bench/reliability.py` `ReaderPauses`), all at once.
 READER_REST = 0.05
+
+
+def wait_while_paused(db: str) -> None:
+    """Between two reads (no read transaction open): wait while the readers are asked to pause."""
+    flag = Path(db + ".pause")
+    while flag.exists():
+        time.sleep(0.01)
 
 
 def stock_reader(db: str, seed: int) -> None:
@@ -99,6 +108,7 @@ def stock_reader(db: str, seed: int) -> None:
     reads = locked = 0
     while not Path(db + ".stop").exists():
         for name in VIEWS:
+            wait_while_paused(db)
             try:
                 conn.execute(f"SELECT * FROM main.{name}").fetchall()
                 reads += 1
@@ -173,6 +183,7 @@ def matview_child(mode: str, db: str, first: int, count: int, seed: int) -> None
     reads = 0
     while not Path(db + ".stop").exists():
         for name in VIEWS:
+            wait_while_paused(db)
             try:
                 conn.execute(f"SELECT * FROM {name}").fetchall()
                 reads += 1

@@ -58,6 +58,32 @@ def _outer_joins(template: Template) -> int:
     return sum(1 for token in tokenize(literal) if token.kind in (TokenType.LEFT, TokenType.RIGHT, TokenType.FULL))
 
 
+def every_root_table(conn: apsw.Connection, plan: Plan) -> str | None:
+    """A table of the outer FROM whose every change reaches every root: one a subquery reads
+    too, where that subquery does not depend on the outer row (`x > (SELECT avg(x) FROM t)` over
+    t: its value, which every row compares with, moves with any write). Recomputing each root
+    row by row then costs more than running the SELECT once (`sql.whole`); None otherwise."""
+    if not plan.root_recompute or plan.upstreams:
+        return None
+    top = sum(1 for part in plan.from_template[1::2] if part.startswith("source"))
+    outer = set(plan.sources[:top])
+    tables = {f"source{i}": f"main.{quote(t)}" for i, t in enumerate(plan.sources)}
+    for j in range(top, len(plan.sources)):
+        if plan.sources[j] not in outer:
+            continue
+        templates = [(template, join) for numbers, template, join in plan.subquery_reach if j in numbers]
+        if not templates:  # (a nested subquery's or an ON condition's table: every root, see `_root_queries`)
+            return plan.sources[j]
+        for template, _join in templates:
+            # (an IN reaches the outer rows by the value compared: its template is correlated by it)
+            try:  # SQLite prepares it alone: it reads no column of the outer row
+                conn.execute(f"EXPLAIN SELECT 1 {render(template, **tables)}").fetchall()
+            except apsw.SQLError:
+                continue
+            return plan.sources[j]
+    return None
+
+
 def true_old_source(terms: DeltaTerms, number: int, table: str) -> str:
     """X^old as a set of rows (not a Z-set: an outer join's padding needs real rows): the
     rows of X none of whose images the pending changes inserted, and the images they
