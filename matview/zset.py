@@ -25,6 +25,14 @@ class ZSet(Generic[Row]):
         for row, weight in items:
             self.add(row, weight)
 
+    @classmethod
+    def from_counts(cls, counts: dict[Row, int]) -> ZSet[Row]:
+        """The Z-set of a map of weights (a `collections.Counter`), zero weights dropped: built
+        at C speed where `add` per row would be Python per row (a whole recompute's rows)."""
+        result: ZSet[Row] = cls()
+        result._weights = {row: weight for row, weight in counts.items() if weight}
+        return result
+
     def add(self, row: Row, weight: int = 1) -> None:
         """Add `weight` to `row`'s weight, dropping the row when it reaches zero."""
         if not weight:
