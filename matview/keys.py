@@ -11,7 +11,7 @@ Two notions of "the same value" matter:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from matview.errors import UnsupportedQuery
@@ -32,6 +32,11 @@ def row_key(values: Sequence[Any]) -> bytes:
     Z-sets of view rows are keyed by it, never by Python tuples: Python calls `3 == 3.0`,
     SQLite returns them as different rows."""
     return pack(tuple(values))
+
+
+def row_keys(rows: Iterable[tuple[Any, ...]]) -> Iterator[bytes]:
+    """`row_key` of each row of `rows` that are tuples already (apsw's): the encoder alone."""
+    return map(pack, rows)
 
 
 def row_of(key: bytes) -> tuple[Any, ...]:

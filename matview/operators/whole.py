@@ -23,7 +23,7 @@ import apsw
 
 from matview import names
 from matview.errors import Error
-from matview.keys import row_key
+from matview.keys import row_keys
 from matview.names import fold, quote
 from matview.plan import Plan
 from matview.storage.readable import foreign_temp_objects
@@ -85,7 +85,7 @@ def _counted_rows(conn: apsw.Connection, plan: Plan) -> Counter[bytes]:
         raise apsw.SQLError(f"{_TEMP_MESSAGE} ({exc})") from None
     finally:
         conn.authorizer = previous
-    return Counter(map(row_key, conn.execute(plan.whole, can_cache=False)))
+    return Counter(row_keys(conn.execute(plan.whole, can_cache=False)))
 
 
 def whole_delta(conn: apsw.Connection, view: str, plan: Plan) -> ZSet[bytes]:
