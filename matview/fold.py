@@ -107,6 +107,7 @@ def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) ->
         delta = _view_delta(conn, current, inputs, store) if inputs else ZSet()
         if current is not view:
             upstream.write_delta(conn, current.name, len(current.entry.plan.columns), delta)
+            registry.reader_delta_writes += 1
             changes[names.fold(current.name)] = len(delta)
     registry.pending_deltas[names.fold(view.name)] = ((key, conn.total_changes(), conn.data_version()), delta)
     return delta
@@ -262,9 +263,18 @@ def _fold_together(
         return
     changes: dict[str, int] = {}  # per view folded here: the size of its ΔV
     ranges_of: list[list[tuple[str, int, int]]] = []
+    written: dict[str, tuple[View, ZSet[bytes]]] = {}  # the ΔVs this fold put in temp ΔV tables
+    reader_writes = registry.reader_delta_writes
     try:
         with savepoint(conn):
             for view in group:
+                if registry.reader_delta_writes != reader_writes:
+                    # a view recomputed whole read a view's shadow here, whose computation wrote
+                    # the ΔV tables of the views that one reads (as of now: empty, those folded):
+                    # the views still to fold read this fold's ΔVs there
+                    for done, delta in written.values():
+                        upstream.write_delta(conn, done.name, len(done.entry.plan.columns), delta)
+                    reader_writes = registry.reader_delta_writes
                 folded = fold_view(conn, view, changes)
                 if folded is None:
                     raise _GroupStalled(view.stalled)
@@ -279,6 +289,7 @@ def _fold_together(
                     except Error as exc:  # a row of ΔV is an error its readers would raise
                         raise _GroupStalled(f"cannot be folded: {exc}") from None
                     changes[names.fold(view.name)] = len(delta)
+                    written[names.fold(view.name)] = (view, delta)
     except _GroupStalled as stalled:
         _stall(group, str(stalled))
         for view in group:

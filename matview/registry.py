@@ -71,6 +71,9 @@ class Registry:
         self._groups: dict[tuple[str, ...], list[list[str]]] = {}  # `fold_groups` of a list of views, by name
         #: per view: the last pending ΔV a reader computed, and what it depended on (see `fold`)
         self.pending_deltas: dict[str, tuple[Any, ZSet[bytes]]] = {}
+        #: how many times a reader's computation wrote the temp ΔV tables (`fold.pending_view_delta`):
+        #: a fold of views over views that sees it change puts its own ΔVs back
+        self.reader_delta_writes = 0
         #: base tables whose delta log or preimage table is gone while their triggers stay (a
         #: damaged file): SQLite fails every write of them until `lifecycle.repair_capture`
         self.lost_capture: dict[str, str] = {}

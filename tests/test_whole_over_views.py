@@ -287,3 +287,50 @@ def test_a_users_temp_view_dressed_as_a_shadow_is_never_read(tmp_path: Path) -> 
     conn = matview.connect(str(path))
     _check(conn, {"top2": DOWNSTREAM["top2"]})
     assert conn.view("top2").verify()
+
+
+@pytest.mark.parametrize("writer", ["matview", "stock"])
+def test_a_chain_of_whole_views_leaves_a_sibling_its_upstreams_change(tmp_path: Path, writer: str) -> None:
+    """Found by the cross-feature fuzzer with whole recompute on: a fold of views over views
+    folds `up` (a deferred LEFT JOIN chain), then `mid` and `top` (recomputed whole, each over
+    the one before), then `sibling` (incremental over `up`). Reading `mid`'s shadow while `top`
+    folded recomputed `mid`'s pending ΔV, which wrote `up`'s temp ΔV table as of then (empty:
+    `up` had folded), so `sibling` read no change and kept a deleted row. The fold now puts its
+    own ΔVs back after a reader's computation (`fold._fold_together`)."""
+    path = tmp_path / "db.sqlite"
+    conn = matview.connect(str(path))
+    for sql in [
+        "CREATE TABLE t0(id INTEGER PRIMARY KEY, k INTEGER, v INTEGER)",
+        "CREATE TABLE t1(id INTEGER PRIMARY KEY, k TEXT, v INTEGER)",
+        "INSERT INTO t0 VALUES (9, 1, 1)",
+        "INSERT INTO t1 VALUES (10, '1', 2)",
+    ]:
+        conn.execute(sql)
+    live = {
+        "up": "SELECT x.id AS id, y.id AS bid, z.id AS cid, z.v AS g FROM t1 x LEFT JOIN t0 y ON x.k = y.k "
+        "LEFT JOIN t0 z ON z.v = y.v",
+        "mid": "SELECT t1.id AS id, q.g AS h FROM t1 LEFT JOIN up q ON q.g = t1.v ORDER BY 1, 2 LIMIT 50",
+        "sibling": "SELECT * FROM up WHERE g > 0",
+        "top": "SELECT x.id AS id, q.h AS j FROM t0 x LEFT JOIN mid q ON q.h = x.v ORDER BY 1, 2 LIMIT 50",
+    }
+    modes = {"up": "deferred", "mid": "immediate", "sibling": "deferred", "top": "immediate"}
+    for name, select in live.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} WITH (maintenance = '{modes[name]}') AS {select}")
+    writes = ["DELETE FROM t0 WHERE id = 9", "INSERT INTO t0 VALUES (13, NULL, 2)"]
+    if writer == "stock":
+        conn.close()
+        stock_sqlite3(path, writes)
+        conn = matview.connect(str(path))
+        conn.execute("BEGIN")
+        conn.execute("COMMIT")
+    else:
+        with conn:
+            for sql in writes:
+                conn.execute(sql)
+    oracle = {
+        "up": live["up"],
+        "mid": live["mid"].replace("JOIN up q", f"JOIN ({live['up']}) q"),
+        "sibling": f"SELECT * FROM ({live['up']}) WHERE g > 0",
+    }
+    oracle["top"] = live["top"].replace("JOIN mid q", f"JOIN ({oracle['mid']}) q")
+    _check(conn, oracle)
