@@ -27,7 +27,7 @@ from sqlglot.tokens import TokenType
 
 from matview import names
 from matview.names import quote
-from matview.plan import Plan, Template, render
+from matview.plan import WEIGHT, Plan, Template, render
 from matview.sql.from_items import JOIN_WORDS, OUTER_WORDS
 from matview.sql.sqltext import Token, depth_walk, has_where_clause, split_conjuncts, tokenize
 from matview.sql.subqueries import has_subquery
@@ -67,7 +67,7 @@ def every_root_table(conn: apsw.Connection, plan: Plan) -> str | None:
         return None
     top = sum(1 for part in plan.from_template[1::2] if part.startswith("source"))
     outer = set(plan.sources[:top])
-    tables = {f"source{i}": f"main.{quote(t)}" for i, t in enumerate(plan.sources)}
+    tables = {WEIGHT: "1", **{f"source{i}": f"main.{quote(t)}" for i, t in enumerate(plan.sources)}}
     for j in range(top, len(plan.sources)):
         if plan.sources[j] not in outer:
             continue
