@@ -20,7 +20,7 @@ from matview.fold import fold_pending_deltas
 from matview.names import NODE_PREFIX, fold, quote
 from matview.operators.partition import every_root_table
 from matview.plan import OutputColumn
-from matview.registry import Registry, View
+from matview.registry import Registry, View, plain_view_change
 from matview.sql.clock import refuse_clock_handed_on
 from matview.sql.frontend import Compiled, compile_select
 from matview.sql.nodes import extract_nodes
@@ -408,6 +408,10 @@ def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
     view = registry.get(name)
     if view is None:
         raise Error(f"no such materialized view: {name}")
+    for own in [*_own_nodes(registry, view), view]:
+        changed = plain_view_change(conn, name, own.entry.plan)
+        if changed is not None:  # (rebuilt, it would read the new definition's tables, uncaptured)
+            raise Error(changed)
     with savepoint(conn):
         others: dict[str, View] = {}
         # the tables it reads, those its internal nodes read too (a table read only through a

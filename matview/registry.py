@@ -21,7 +21,7 @@ from matview.errors import SchemaChanged
 from matview.evaluator import Evaluator
 from matview.names import fold, is_node, kept_rows_table, ordered_state_table, state_table, view_table
 from matview.operators.whole import replanned_otherwise
-from matview.plan import OutputColumn
+from matview.plan import OutputColumn, Plan
 from matview.storage import catalog, readable
 from matview.storage.capture import (
     capture_installed,
@@ -35,6 +35,21 @@ from matview.storage.scan_order import concat_order_problem, variant_order_probl
 from matview.storage.schema import read_table, view_sql
 from matview.storage.viewstore import ViewTable
 from matview.zset import ZSet
+
+
+def plain_view_change(conn: apsw.Connection, name: str, plan: Plan) -> str | None:
+    """Why view `name` cannot go on, when a plain view its SELECT reads (inlined, or run as
+    written) was dropped or redefined since CREATE: its tables and their change capture are
+    those of the old definition, so neither a read nor a REFRESH can follow the new one."""
+    for view_name, text in plan.plain_views:
+        now = view_sql(conn, view_name)
+        if now != text:
+            change = "dropped" if now is None else "redefined"
+            return (
+                f"materialized view {name}: the view {view_name} it reads was {change}; "
+                "DROP the materialized view and CREATE it again"
+            )
+    return None
 
 
 @dataclass
@@ -370,14 +385,9 @@ class Registry:
         problem = concat_order_problem(self.conn, entry.plan, entry.sql)
         if problem is not None:
             return f"materialized view {entry.name}: {problem}"
-        for view_name, text in entry.plan.plain_views:
-            now = view_sql(self.conn, view_name)
-            if now != text:
-                change = "dropped" if now is None else "redefined"
-                return (
-                    f"materialized view {entry.name}: the view {view_name} it reads was {change}; "
-                    "DROP the materialized view and CREATE it again"
-                )
+        changed = plain_view_change(self.conn, entry.name, entry.plan)
+        if changed is not None:
+            return changed
         for table in entry.plan.base_tables:  # (those of an upstream view: validated with it)
             try:
                 info = read_table(self.conn, table)

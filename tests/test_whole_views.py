@@ -18,6 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from oracle import (
     assert_refused,
+    assert_view_matches,
     assert_views_match,
     create_views_both_modes,
     savepoints_released_and_rolled_back,
@@ -385,3 +386,38 @@ def test_a_table_read_only_for_a_using_column_is_watched(tmp_path: Path) -> None
     ):
         conn.execute(statement)
         assert_views_match(conn, live)
+
+
+@pytest.mark.parametrize(
+    "select",
+    [
+        "SELECT id, x FROM pv ORDER BY x DESC LIMIT 1",  # recomputed whole
+        "SELECT x, row_number() OVER (ORDER BY x) AS k FROM pv",  # recomputed whole
+        "SELECT id, x FROM pv WHERE x > 0",  # incremental (pv inlined)
+    ],
+)
+def test_refresh_after_the_plain_view_it_reads_is_redefined_is_refused(tmp_path: Path, select: str) -> None:
+    """Found by hunt 27: a REFRESH took on the new definition's rows, but change capture stayed on
+    the old one's tables, so later writes to the new table were never seen (stale rows). REFRESH
+    now refuses, as reads do: DROP and CREATE the view again."""
+    path = tmp_path / "db.sqlite"
+    conn = matview.connect(str(path))
+    conn.execute("CREATE TABLE t1(id INTEGER PRIMARY KEY, x INTEGER)")
+    conn.execute("CREATE TABLE t2(id INTEGER PRIMARY KEY, x INTEGER)")
+    conn.execute("INSERT INTO t1 VALUES (1, 1)")
+    conn.execute("INSERT INTO t2 VALUES (1, 10)")
+    conn.execute("CREATE VIEW pv AS SELECT * FROM t1")
+    conn.execute(f"CREATE MATERIALIZED VIEW w AS {select}")
+    conn.close()
+    stock_sqlite3(path, ["DROP VIEW pv", "CREATE VIEW pv AS SELECT * FROM t2"])
+    conn = matview.connect(str(path))
+    for _ in range(2):
+        with pytest.raises(matview.Error, match="the view pv it reads was redefined; DROP"):
+            conn.execute("REFRESH MATERIALIZED VIEW w")
+        with pytest.raises(matview.Error, match="the view pv it reads was redefined"):
+            conn.execute("SELECT * FROM w").fetchall()
+    conn.execute("INSERT INTO t2 VALUES (2, 500)")  # writes stay free
+    conn.execute("DROP MATERIALIZED VIEW w")
+    conn.execute(f"CREATE MATERIALIZED VIEW w AS {select}")
+    conn.execute("INSERT INTO t2 VALUES (3, 700)")
+    assert_view_matches(conn, "w", select)
