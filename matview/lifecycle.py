@@ -7,7 +7,7 @@ the database is as it was.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import apsw
@@ -19,6 +19,7 @@ from matview.errors import Error, UnsupportedQuery
 from matview.fold import fold_pending_deltas
 from matview.names import NODE_PREFIX, fold, quote
 from matview.operators.partition import every_root_table
+from matview.operators.whole import replanned_otherwise
 from matview.plan import OutputColumn
 from matview.registry import Registry, View, plain_view_change
 from matview.sql.clock import refuse_clock_handed_on
@@ -175,6 +176,8 @@ def create_view(
             readable.drop_shadow(conn, name)
             readable.create_shadow(conn, name, plan, None)  # (the next statement makes it a shadow view)
             _rebuild_sharing(conn, registry, [], sharing)
+            if plan.indexes:
+                _recompute_replanned(conn, registry, plan.base_tables)
     except _RefusedOnceCompiled as refusal:
         # a refusal only the compiled plan could find (SQLite's scan order through an index): by
         # default recomputed whole instead, as a refusal of the front end is
@@ -371,12 +374,29 @@ def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: b
         registry.invalidate()
         still_used = {i for other in registry.sync().values() for i in other.entry.plan.indexes}
         drop_unused_indexes(conn, view.entry.plan.indexes, still_used)
+        if set(view.entry.plan.indexes) - still_used:
+            _recompute_replanned(conn, registry, view.entry.base_tables)
         for table in view.entry.base_tables:
             if not registry.views_on(table):
                 remove_capture(conn, table)
         for node in view.entry.plan.internal_nodes:
             drop_view(conn, registry, node, if_exists=True)
     registry.invalidate()
+
+
+def _recompute_replanned(conn: apsw.Connection, registry: Registry, tables: Sequence[str]) -> None:
+    """matview's own join-key indexes, made or dropped for another view, can change how SQLite
+    plans a view recomputed whole over the same tables, and so which tied rows its SELECT keeps
+    (`whole.replanned_otherwise`): such a view is recomputed here, in the same transaction,
+    rather than left to read as broken until a REFRESH the user never asked for."""
+    rebuilt = False
+    for table in dict.fromkeys(tables):
+        for view in registry.views_on(table):
+            if view.entry.plan.whole and replanned_otherwise(conn, view.name, view.entry.plan):
+                _rebuild(conn, registry, view)
+                rebuilt = True
+    if rebuilt:
+        registry.invalidate()
 
 
 def repair_capture(conn: apsw.Connection, registry: Registry) -> None:
