@@ -185,6 +185,28 @@ def whole_tree() -> exp.Select:
     return exp.Select()
 
 
+def _resolve_unnamed_database(
+    conn: apsw.Connection, select: str, through: dict[str, set[str]], read: dict[str, str]
+) -> None:
+    """SQLite's authorizer names no database for the table a `count(*)` counts ("?" here). A
+    materialized view's name resolves to its TEMP shadow unless the SELECT writes `main.<v>` or a
+    plain view it reads (whose names resolve in main) names it: then it is the file's copy."""
+    texts = [select, *(plain_view_sql(conn, e.split("\0", 1)[1]) or "" for e in read.values())]
+    for key, databases in through.items():
+        if "?" not in databases:
+            continue
+        databases.discard("?")
+        in_main = False
+        for index, text in enumerate(texts):
+            words = [fold(t.text.strip('"`[]')) for t in tokenize(text) if t.kind != TokenType.STRING]
+            in_main = in_main or (
+                key in words
+                if index
+                else any(a == "main" and b == "." and c == key for a, b, c in zip(words, words[1:], words[2:]))
+            )
+        databases.add("main" if in_main else "temp")
+
+
 def _read_objects(
     conn: apsw.Connection, select: str, what: str
 ) -> tuple[list[str], tuple[tuple[str, str], ...], list[str]]:
@@ -199,7 +221,8 @@ def _read_objects(
     def authorize(action: int, name: str | None, _column: str | None, database: str | None, *_via: str | None) -> int:
         # (what a read's `via` says is no evidence: SQLite tags a CTE's reads with the CTE's name)
         if action == apsw.SQLITE_READ and name and fold(name) in shadowed:
-            through.setdefault(fold(name), set()).add(database or "main")  # (the view itself)
+            # (the view itself; no database for a count(*): `_resolve_unnamed_database`)
+            through.setdefault(fold(name), set()).add(database or "?")
         elif action == apsw.SQLITE_READ and name and (is_internal(name) or fold(name) == "pragma_schema_version"):
             inside.append(name)
         elif action == apsw.SQLITE_READ and name and database not in ("main", "temp", None):
@@ -232,6 +255,7 @@ def _read_objects(
         raise UnsupportedQuery(f"{what}: the SELECT does more than read the main database's tables ({other[0]})")
     if inside and not through:
         raise UnsupportedQuery(f"{what} over matview's own table {inside[0]} is not supported")
+    _resolve_unnamed_database(conn, select, through, read)
     stale = [shadowed[key] for key, databases in through.items() if databases != {"temp"}]
     if stale:  # (main.<v>, the plain view other clients read, is as of the last fold)
         raise UnsupportedQuery(
