@@ -18,13 +18,15 @@ from sqlglot.tokens import TokenType
 
 from matview.errors import UnsupportedQuery
 from matview.names import fold
-from matview.sql.sqltext import CLAUSE_WORDS, Token, depth_walk, split_top_level, tokenize
+from matview.sql.sqltext import CLAUSE_WORDS, Token, depth_walk, matching_paren, split_top_level, tokenize
 from matview.storage.catalog import load_views
 from matview.storage.schema import view_sql
 
 DATE_FUNCTIONS = frozenset({"date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff"})
 #: time values that are the clock
 CLOCK_WORDS = frozenset({"now", "subsec", "subsecond"})
+#: table-valued functions whose rows are the elements of a (maybe constant) JSON text
+JSON_TABLES = frozenset({"json_each", "json_tree", "jsonb_each", "jsonb_tree"})
 
 
 def refuse_clock_dependent_date(conn: apsw.Connection, sql: str, function: Token, inner: list[Token]) -> None:
@@ -109,6 +111,15 @@ def clock_words(select: list[Token], others: Iterable[list[Token]] = ()) -> str 
     )
     if not calls:
         return None
+    for tokens, _least_depth in texts:
+        # a table-valued JSON function over a constant hands each element on as a value
+        # (`json_each('["now"]')`): any 'now' inside its text may reach the date call
+        for i, t in enumerate(tokens[:-1]):
+            if t.text.lower() in JSON_TABLES and tokens[i + 1].kind == TokenType.L_PAREN:
+                inside = tokens[i + 2 : matching_paren(tokens, i + 1)]
+                element = next((w for _, w in _strings(inside) if "now" in w.lower()), None)
+                if element is not None:
+                    return f"'{element}' (an element of {t.text}(…))"
     for tokens, least_depth in texts:
         depths = depth_walk(tokens)
         for index, word in _strings(tokens):
