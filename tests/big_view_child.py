@@ -14,6 +14,7 @@ MODES
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
@@ -94,6 +95,9 @@ def interrupted(conn: matview.Connection, kind: str, view: str, at: int) -> None
 
 
 def main() -> None:
+    # Ctrl-C raises KeyboardInterrupt here even when started by a shell that ignores SIGINT for
+    # background jobs (the disposition is inherited, and Python then installs no handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     mode, db, views = sys.argv[1], sys.argv[2], sys.argv[3:]
     conn = matview.connect(db)
     say("READY")
