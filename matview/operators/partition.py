@@ -71,10 +71,10 @@ def every_root_table(conn: apsw.Connection, plan: Plan) -> str | None:
     for j in range(top, len(plan.sources)):
         if plan.sources[j] not in outer:
             continue
-        templates = [(template, join) for numbers, template, join in plan.subquery_reach if j in numbers]
+        templates = [template for numbers, template, _join in plan.subquery_reach if j in numbers]
         if not templates:  # (a nested subquery's or an ON condition's table: every root, see `_root_queries`)
             return plan.sources[j]
-        for template, _join in templates:
+        for template in templates:
             # (an IN reaches the outer rows by the value compared: its template is correlated by it)
             try:  # SQLite prepares it alone: it reads no column of the outer row
                 conn.execute(f"EXPLAIN SELECT 1 {render(template, **tables)}").fetchall()

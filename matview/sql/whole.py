@@ -191,20 +191,20 @@ def _resolve_unnamed_database(
     """SQLite's authorizer names no database for the table a `count(*)` counts ("?" here). A
     materialized view's name resolves to its TEMP shadow unless the SELECT writes `main.<v>` or a
     plain view it reads (whose names resolve in main) names it: then it is the file's copy."""
-    texts = [select, *(plain_view_sql(conn, e.split("\0", 1)[1]) or "" for e in read.values())]
-    for key, databases in through.items():
-        if "?" not in databases:
-            continue
-        databases.discard("?")
-        in_main = False
-        for index, text in enumerate(texts):
-            words = [fold(t.text.strip('"`[]')) for t in tokenize(text) if t.kind != TokenType.STRING]
-            in_main = in_main or (
-                key in words
-                if index
-                else any(a == "main" and b == "." and c == key for a, b, c in zip(words, words[1:], words[2:]))
-            )
-        databases.add("main" if in_main else "temp")
+    unnamed = [key for key, databases in through.items() if "?" in databases]
+    if not unnamed:
+        return
+
+    def words(text: str) -> list[str]:
+        return [fold(t.text.strip('"`[]')) for t in tokenize(text) if t.kind != TokenType.STRING]
+
+    own = words(select)
+    in_main = {c for a, b, c in zip(own, own[1:], own[2:]) if a == "main" and b == "."}
+    for entry in read.values():
+        in_main.update(words(plain_view_sql(conn, entry.split("\0", 1)[1]) or ""))
+    for key in unnamed:
+        through[key].discard("?")
+        through[key].add("main" if key in in_main else "temp")
 
 
 def _read_objects(
