@@ -6,6 +6,7 @@ inside a plain view or derived table) are recomputed whole either way."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -20,3 +21,15 @@ def _incremental_refusals(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
     finally:
         lifecycle.FALL_BACK_TO_WHOLE = saved
+
+
+@pytest.fixture(scope="session")
+def spark() -> Any:
+    """One local Spark session for every Spark test (tests/test_spark*.py)."""
+    from matview.spark import build_session
+
+    return build_session(
+        "local[2]",
+        conf={"spark.sql.files.maxPartitionBytes": "16k", "spark.sql.files.openCostInBytes": "1k"},
+        fast_start=True,
+    )

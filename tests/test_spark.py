@@ -23,23 +23,13 @@ import pytest
 from oracle import assert_view_matches
 
 import matview
-from matview.spark import backfill, build_session
+from matview.spark import backfill
 
 # Spark needs Java 17 (apt install openjdk-17-jre-headless). In CI (CI=true) nothing is skipped: a
 # missing Java fails these tests instead of hiding them.
 pytestmark = pytest.mark.skipif(
     shutil.which("java") is None and not os.environ.get("CI"), reason="Spark needs Java 17 on PATH"
 )
-
-
-@pytest.fixture(scope="module")
-def spark() -> Any:
-    session = build_session(
-        "local[2]",
-        conf={"spark.sql.files.maxPartitionBytes": "16k", "spark.sql.files.openCostInBytes": "1k"},
-        fast_start=True,
-    )
-    yield session
 
 
 def orders(n: int, seed: int) -> pa.Table:

@@ -68,7 +68,7 @@ def table_exists(conn: apsw.Connection, table: str) -> bool:
 
 def attached_count(loads: list[LoadedTable], jobs: list[ViewJob], merged: list[str]) -> int:
     """How many files the final transaction ATTACHes."""
-    ordered = {p for job in jobs for p in job.ordered_parts}
+    ordered = {p for job in jobs for p in [*job.ordered_parts, *job.bucket_parts]}
     return sum(len(load.parts) for load in loads) + len(merged) + len(ordered)
 
 
@@ -99,7 +99,9 @@ def commit(db: str, mode: str, loads: list[LoadedTable], jobs: list[ViewJob], me
                 loaded[fold(load.table)] = [attach(p) for p in load.parts]
                 _load_table(raw, registry, mode, load, loaded[fold(load.table)])
             merged_aliases = [attach(p) for p in merged]
-            ordered_aliases = {p: attach(p) for p in dict.fromkeys(p for job in jobs for p in job.ordered_parts)}
+            ordered_aliases = {
+                p: attach(p) for p in dict.fromkeys(p for job in jobs for p in [*job.ordered_parts, *job.bucket_parts])
+            }
             registry.invalidate()
             for job in jobs:
                 started = time.perf_counter()
@@ -107,11 +109,14 @@ def commit(db: str, mode: str, loads: list[LoadedTable], jobs: list[ViewJob], me
                 if job.partitioned_on:
                     ordered = [ordered_aliases[p] for p in job.ordered_parts]
                     populate = merged_populate(merged_aliases, loaded[job.partitioned_on], job.name, ordered)
+                elif job.join_key is not None:  # its ordered state: in the bucket files
+                    buckets = [ordered_aliases[p] for p in job.bucket_parts]
+                    populate = merged_populate(merged_aliases, buckets, job.name)
                 if job.existing:
                     lifecycle.rebuild_view(raw, registry, job.name, populate)
                 else:
                     lifecycle.create_view(raw, registry, job.name, job.sql, populate=populate)
-                if not job.partitioned_on:
+                if populate is None:
                     written.local_seconds += time.perf_counter() - started
             for job in jobs:
                 written.counts[job.name] = _counts(raw, job.name)

@@ -5,7 +5,10 @@ Phases (each timed in the returned `Summary`):
 1. plan (driver): read the sources' schemas, check existing tables, compile every view
    against the loaded schema and decide where it is computed (`views.classify`);
 2. load (Spark): each task writes its partition into a SQLite part file and runs the
-   partitioned views' own CREATE on it, exporting their partial states (`tasks`);
+   partitioned views' own CREATE on it, exporting their partial states (`tasks`); for
+   co-partitioned joins it also splits its rows into buckets by the join key, and a task per
+   bucket gathers both tables' rows of that bucket and runs the joins' CREATE there
+   (`copartition`);
 3. merge (Spark): partial states shuffled by (view, operator, key) and merged by the engine's
    rules, written into merged part files; beside it, the ordered states (MIN/MAX multisets)
    of the part files merged by SQLite in tasks, one key range each (`tasks.merge_ordered`);
@@ -31,7 +34,7 @@ from typing import TYPE_CHECKING
 import matview
 from matview.errors import Error
 from matview.names import fold, is_internal
-from matview.spark import ordered, tasks
+from matview.spark import copartition, ordered, tasks
 from matview.spark.commit import MAX_ATTACHED, LoadedTable, attached_count, commit, table_exists, views_reading
 from matview.spark.session import spark_call
 from matview.spark.sources import Source, check_existing, read_source
@@ -225,11 +228,21 @@ def _run_spark(
     summary.phases.setdefault("load", 0.0)
     summary.phases.setdefault("merge", 0.0)
     driver_version = tasks.versions()
-    cap = max(1, 96 // len(sources))
+    joins = [j for j in jobs if j.join_key is not None]
+    buckets = copartition.bucket_count(spark.sparkContext.defaultParallelism) if joins else 0
+    # ATTACH slots of the final transaction kept for the joins: each view's bucket files, and
+    # each join key's merged part files
+    reserved = len(joins) * buckets + len({j.join_key for j in joins}) * MERGED_PARTS
+    cap = max(1, (96 - reserved) // len(sources))
     merged: list[str] = []
     for index, (source, load) in enumerate(zip(sources, loads, strict=True)):
         started = time.perf_counter()
         partitioned = [j for j in jobs if j.partitioned_on == fold(load.table)]
+        keys = (
+            (j.join_key.column_of(load.table), j.join_key.collation)
+            for j in joins
+            if j.join_key is not None and fold(load.table) in j.join_key.tables
+        )
         spec = tasks.LoadSpec(
             load.table,
             load.create_sql,
@@ -240,6 +253,8 @@ def _run_spark(
                 for j in partitioned
             ),
             fail_partition,
+            tuple(dict.fromkeys(keys)),
+            buckets,
         )
         frame = source.frame
         if frame.rdd.getNumPartitions() > cap:
@@ -260,7 +275,13 @@ def _run_spark(
             # the ordered states' job runs beside the states' (each is short: run together,
             # their tasks share the cores and neither waits for the other's scheduling)
             later = len(sources) - 1 - index
-            room = MAX_ATTACHED - attached_count(loads, jobs, merged) - MERGED_PARTS - later * (cap + MERGED_PARTS + 1)
+            room = (
+                MAX_ATTACHED
+                - attached_count(loads, jobs, merged)
+                - MERGED_PARTS
+                - later * (cap + MERGED_PARTS + 1)
+                - reserved
+            )
             limit = ordered.range_limit(room, spark.sparkContext.defaultParallelism)
             views = ordered.ordered_views(load, jobs)
             with ThreadPoolExecutor(1) as pool:
@@ -274,6 +295,60 @@ def _run_spark(
                     merging.result()
             summary.phases["merge"] += time.perf_counter() - started
         out.unpersist()
+    if joins:
+        merged += _run_buckets(spark, sources, loads, joins, buckets, staging_dir, summary)
+    return merged
+
+
+def _run_buckets(
+    spark: SparkSession,
+    sources: list[Source],
+    loads: list[LoadedTable],
+    joins: list[ViewJob],
+    buckets: int,
+    staging_dir: str,
+    summary: Summary,
+) -> list[str]:
+    """Co-partitioned join views: per join key, one task per bucket gathers both tables' rows
+    of that bucket from the load part files and runs the views' CREATE there; their partial
+    states merge as a load's do. The merged part files' paths."""
+    by_key: dict[copartition.JoinKey, list[ViewJob]] = {}
+    for job in joins:
+        if job.join_key is not None:
+            by_key.setdefault(job.join_key, []).append(job)
+    by_table = {fold(load.table): load for load in loads}
+    merged: list[str] = []
+    for key, views in by_key.items():
+        started = time.perf_counter()
+        pairs = dict(zip(key.tables, key.columns, strict=True))  # a self-join: its table once
+        tables = tuple(
+            (load.table, load.create_sql, load.columns, column, tuple(load.parts))
+            for load, column in ((by_table[t], c) for t, c in pairs.items())
+        )
+        spec = copartition.BucketSpec(
+            staging_dir,
+            tables,
+            key.collation,
+            tuple((j.name, j.sql, j.plan is not None and j.plan.kind == "rows" and not j.plan.distinct) for j in views),
+        )
+        source = sources[0]
+        out = spark_call(
+            source,
+            lambda spec=spec: (
+                spark.range(buckets, numPartitions=buckets)
+                .mapInArrow(functools.partial(copartition.bucket_partition, spec), tasks.LOAD_DDL)
+                .localCheckpoint(eager=True)
+            ),
+        )
+        paths = [str(row["path"]) for row in out.where("kind = 'part'").select("path").collect()]
+        for job in views:
+            job.bucket_parts = paths
+        summary.phases["buckets"] = summary.phases.get("buckets", 0.0) + time.perf_counter() - started
+        started = time.perf_counter()
+        plans = tuple((j.name, j.plan.to_dict()) for j in views if j.plan is not None)
+        merged += _merge(source, out, tasks.MergeSpec(staging_dir, plans))
+        out.unpersist()
+        summary.phases["merge"] += time.perf_counter() - started
     return merged
 
 

@@ -73,9 +73,13 @@ class LoadSpec:
     #: row views need their rows; an aggregate's or DISTINCT's follow from the merged state
     views: tuple[tuple[str, str, bool], ...]
     fail_partition: int | None = None  # tests: this partition raises after writing its part file
+    #: (column, collation) join keys of co-partitioned views: the part's rows split by each into
+    #: `buckets` tables (`copartition.write_buckets`)
+    bucket_keys: tuple[tuple[str, str], ...] = ()
+    buckets: int = 0
 
 
-def _part_path(staging: str, prefix: str) -> str:
+def part_path(staging: str, prefix: str) -> str:
     from pyspark import TaskContext
 
     context = TaskContext.get()
@@ -84,20 +88,20 @@ def _part_path(staging: str, prefix: str) -> str:
     return os.path.join(staging, f"{prefix}-{partition}-{attempt}-{uuid.uuid4().hex[:8]}.db")
 
 
-def _scratch(path: str) -> apsw.Connection:
+def scratch(path: str) -> apsw.Connection:
     conn = apsw.Connection(path)
     conn.execute("PRAGMA journal_mode=MEMORY; PRAGMA synchronous=OFF")  # savepoints need a journal
     return conn
 
 
-def _batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
+def one_batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist(rows, schema=LOAD_SCHEMA)
 
 
 def load_partition(spec: LoadSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow: this partition's rows into a part file, then each view's CREATE on it."""
-    path = _part_path(spec.staging, f"load-{spec.table.encode().hex()}")
-    conn = _scratch(path)
+    path = part_path(spec.staging, f"load-{spec.table.encode().hex()}")
+    conn = scratch(path)
     conn.execute(spec.create_sql)
     marks = ", ".join("?" for _ in spec.columns)
     insert = f"INSERT INTO {quote(spec.table)} ({', '.join(quote(c) for c in spec.columns)}) VALUES ({marks})"
@@ -107,19 +111,23 @@ def load_partition(spec: LoadSpec, batches: Iterator[pa.RecordBatch]) -> Iterato
             columns = [column.to_pylist() for column in batch.columns]
             conn.executemany(insert, zip(*columns))
             count += batch.num_rows
+    if spec.bucket_keys:
+        from matview.spark.copartition import write_buckets
+
+        write_buckets(conn, spec.table, spec.columns, spec.bucket_keys, spec.buckets)
     if spec.fail_partition is not None:
         from pyspark import TaskContext
 
         context = TaskContext.get()
         if context is not None and context.partitionId() == spec.fail_partition:
             raise RuntimeError(f"matview test: partition {spec.fail_partition} fails after writing its part file")
-    yield _batch([{"kind": "part", "path": path, "rows": count, "version": versions()}])
+    yield one_batch([{"kind": "part", "path": path, "rows": count, "version": versions()}])
     if spec.views:
-        yield from _export_views(conn, spec.views)
+        yield from export_views(conn, spec.views)
     conn.close()
 
 
-def _export_views(raw: apsw.Connection, views: tuple[tuple[str, str, bool], ...]) -> Iterator[pa.RecordBatch]:
+def export_views(raw: apsw.Connection, views: tuple[tuple[str, str, bool], ...]) -> Iterator[pa.RecordBatch]:
     conn = matview.install(raw)
     for name, sql, with_rows in views:
         conn.execute(f"CREATE MATERIALIZED VIEW {quote(name)} AS {sql}")
@@ -137,10 +145,10 @@ def _export_views(raw: apsw.Connection, views: tuple[tuple[str, str, bool], ...]
                 else:
                     rows.append({"kind": kind, "view": name, "key": row[0], "weight": row[1]})
                 if len(rows) >= CHUNK:
-                    yield _batch(rows)
+                    yield one_batch(rows)
                     rows = []
         if rows:
-            yield _batch(rows)
+            yield one_batch(rows)
 
 
 @dataclass(frozen=True)
@@ -196,8 +204,8 @@ def write_merged(spec: MergeSpec, batches: Iterator[pa.RecordBatch]) -> Iterator
     states = 0
     for batch in batches:
         if conn is None:
-            path = _part_path(spec.staging, "merged")
-            conn = _scratch(path)
+            path = part_path(spec.staging, "merged")
+            conn = scratch(path)
             for ddl in _MERGED_TABLES:
                 conn.execute(ddl)
             conn.execute("BEGIN")
@@ -254,8 +262,8 @@ def merge_ordered(spec: OrderedSpec) -> str:
     restricted to the range) into a new file; its path."""
     from matview.spark.populate import ordered_merge_sql
 
-    path = _part_path(spec.staging, "ordered")
-    conn = _scratch(path)
+    path = part_path(spec.staging, "ordered")
+    conn = scratch(path)
     try:
         for i, part in enumerate(spec.parts):
             conn.execute(f"ATTACH DATABASE ? AS p{i}", (part,))

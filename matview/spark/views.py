@@ -12,6 +12,9 @@ read directly (no upstream view, plain view, subquery or set operation), no user
   DISTINCT; with MIN/MAX only where every collation involved is BINARY (the ordered state
   merges entries by SQLite equality, which BINARY makes byte equality modulo 1 = 1.0).
 
+A join of two loaded tables is partitioned the same way when both are cut into buckets by
+the join key (`copartition`): then its parts are the buckets, not the load's file splits.
+
 Every other view is computed *locally*: by the engine's own CREATE on the driver, after the
 load, in the same final transaction. Never approximately.
 """
@@ -26,6 +29,7 @@ import apsw
 from matview.errors import Error
 from matview.names import fold, quote
 from matview.plan import Plan
+from matview.spark.copartition import JoinKey, join_key
 from matview.sql.frontend import compile_select
 from matview.sql.nodes import extract_nodes
 from matview.sql.sqltext import tokenize
@@ -42,9 +46,13 @@ class ViewJob:
     #: its ordered state merged by Spark: one file per key range, in key order (empty: the
     #: driver merges the load part files' ordered states itself)
     ordered_parts: list[str] = field(default_factory=list)
+    join_key: JoinKey | None = None  # a join computed by co-partitioned buckets
+    bucket_parts: list[str] = field(default_factory=list)  # their files (each holds an ordered state)
 
     @property
     def where(self) -> str:
+        if self.join_key is not None:
+            return f"spark ({self.join_key.describe()})"
         return f"spark ({self.partitioned_on})" if self.partitioned_on else "local"
 
 
@@ -56,18 +64,17 @@ def _binary_only(plan: Plan, sql: str, table_sql: str) -> bool:
     return "COLLATE" not in words and "COLLATE" not in table_sql.upper()
 
 
-def local_reason(plan: Plan, sql: str, loaded: dict[str, str]) -> str | None:
+def local_reason(plan: Plan, sql: str, loaded: dict[str, str], join: JoinKey | str | None = None) -> str | None:
     """Why `plan` cannot be computed by partitions of a loaded table (None: it can).
-    `loaded`: folded name → DDL of every table being loaded."""
+    `loaded`: folded name → DDL of every table being loaded; `join`: a join's key
+    (`copartition.join_key`) or why it has none."""
     if plan.whole:
         return "it is recomputed whole (LIMIT, a window)"
     if plan.upstreams or plan.plain_views:
         return "it reads a view"
-    if len(set(plan.sources)) != 1:
-        return "a join: its inputs are not co-partitioned"
-    if len(plan.sources) != 1:
-        return "a self-join"
-    if fold(plan.sources[0]) not in loaded:
+    if len(plan.sources) != 1 and not isinstance(join, JoinKey):
+        return join or "a join: its inputs are not co-partitioned"
+    if any(fold(source) not in loaded for source in plan.sources):
         return "its table is not being loaded"
     if plan.arms or plan.set_operation or plan.root_recompute or plan.subquery_reach or plan.subquery_probes:
         return "a set operation or subquery"
@@ -87,7 +94,8 @@ def local_reason(plan: Plan, sql: str, loaded: dict[str, str]) -> str | None:
         if spec.distinct or spec.func not in ("count", "sum", "total", "avg", "min", "max"):
             return f"{spec.sql or spec.func} has no partial-state merge"
     minmax = any(s.func in ("min", "max") for s in plan.aggs)
-    if minmax and not _binary_only(plan, sql, loaded[fold(plan.sources[0])]):
+    ddl = " ".join(loaded[fold(source)] for source in plan.sources)
+    if minmax and not _binary_only(plan, sql, ddl):
         return "MIN/MAX under a collation other than BINARY"
     return None
 
@@ -126,11 +134,14 @@ def classify(scratch: apsw.Connection, jobs: list[ViewJob], loaded: dict[str, st
             job.reason = "it reads a materialized view"
             continue
         job.plan = compiled.plan
-        reason = local_reason(compiled.plan, job.sql, loaded)
-        if reason is None:
-            job.partitioned_on = next(t for t in loaded if t == fold(compiled.plan.sources[0]))
-        else:
+        join = join_key(compiled, loaded) if len(compiled.plan.sources) > 1 else None
+        reason = local_reason(compiled.plan, job.sql, loaded, join)
+        if reason is not None:
             job.reason = reason
+        elif isinstance(join, JoinKey):
+            job.join_key = join
+        else:
+            job.partitioned_on = fold(compiled.plan.sources[0])
 
 
 def _reads_only_tables(scratch: apsw.Connection, sql: str) -> bool:
