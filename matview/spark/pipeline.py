@@ -223,11 +223,9 @@ def _run_spark(
     fail_partition: int | None,
 ) -> list[str]:
     """The load and merge phases; the merged part files' paths."""
-    from pyspark.sql import functions as f
 
     summary.phases.setdefault("load", 0.0)
     summary.phases.setdefault("merge", 0.0)
-    driver_version = tasks.versions()
     joins = [j for j in jobs if j.join_key is not None]
     buckets = copartition.bucket_count(spark.sparkContext.defaultParallelism) if joins else 0
     # ATTACH slots of the final transaction kept for the joins: each view's bucket files, and
@@ -235,40 +233,20 @@ def _run_spark(
     reserved = len(joins) * buckets + len({j.join_key for j in joins}) * MERGED_PARTS
     cap = max(1, (96 - reserved) // len(sources))
     merged: list[str] = []
-    for index, (source, load) in enumerate(zip(sources, loads, strict=True)):
-        started = time.perf_counter()
+    started = time.perf_counter()
+    # every table's load job at once: Spark fills the cores one job's last tasks leave idle
+    with ThreadPoolExecutor(len(sources)) as pool:
+        outs = list(
+            pool.map(
+                lambda pair: _load(pair[0], pair[1], jobs, staging_dir, cap, buckets, fail_partition),
+                zip(sources, loads, strict=True),
+            )
+        )
+    summary.phases["load"] += time.perf_counter() - started
+    for load in loads:
+        summary.partitions += len(load.parts)
+    for index, (source, load, out) in enumerate(zip(sources, loads, outs, strict=True)):
         partitioned = [j for j in jobs if j.partitioned_on == fold(load.table)]
-        keys = (
-            (j.join_key.column_of(load.table), j.join_key.collation)
-            for j in joins
-            if j.join_key is not None and fold(load.table) in j.join_key.tables
-        )
-        spec = tasks.LoadSpec(
-            load.table,
-            load.create_sql,
-            load.columns,
-            staging_dir,
-            tuple(
-                (j.name, j.sql, j.plan is not None and j.plan.kind == "rows" and not j.plan.distinct)
-                for j in partitioned
-            ),
-            fail_partition,
-            tuple(dict.fromkeys(keys)),
-            buckets,
-        )
-        frame = source.frame
-        if frame.rdd.getNumPartitions() > cap:
-            frame = frame.coalesce(cap)
-        load_fn = functools.partial(tasks.load_partition, spec)
-        out = spark_call(source, functools.partial(_checkpointed, frame, load_fn))
-        parts = out.where(f.col("kind") == "part").select("path", "rows", "version").collect()
-        summary.partitions += len(parts)
-        for part in parts:
-            if part["version"] != driver_version:
-                raise Error(f"a Spark worker runs {part['version']}, the driver {driver_version}: results would differ")
-        load.parts = [str(p["path"]) for p in parts]
-        load.rows = sum(int(p["rows"]) for p in parts)
-        summary.phases["load"] += time.perf_counter() - started
         if partitioned:
             started = time.perf_counter()
             plans = tuple((j.name, j.plan.to_dict()) for j in partitioned if j.plan is not None)
@@ -279,7 +257,7 @@ def _run_spark(
                 MAX_ATTACHED
                 - attached_count(loads, jobs, merged)
                 - MERGED_PARTS
-                - later * (cap + MERGED_PARTS + 1)
+                - later * (MERGED_PARTS + 1)
                 - reserved
             )
             limit = ordered.range_limit(room, spark.sparkContext.defaultParallelism)
@@ -298,6 +276,52 @@ def _run_spark(
     if joins:
         merged += _run_buckets(spark, sources, loads, joins, buckets, staging_dir, summary)
     return merged
+
+
+def _load(
+    source: Source,
+    load: LoadedTable,
+    jobs: list[ViewJob],
+    staging_dir: str,
+    cap: int,
+    buckets: int,
+    fail_partition: int | None,
+) -> DataFrame:
+    """One table's load job: its part files (set on `load`) and its views' partial states
+    (the returned frame, kept for the merge)."""
+    from pyspark.sql import functions as f
+
+    partitioned = [j for j in jobs if j.partitioned_on == fold(load.table)]
+    keys = (
+        (j.join_key.column_of(load.table), j.join_key.collation)
+        for j in jobs
+        if j.join_key is not None and fold(load.table) in j.join_key.tables
+    )
+    spec = tasks.LoadSpec(
+        load.table,
+        load.create_sql,
+        load.columns,
+        staging_dir,
+        tuple(
+            (j.name, j.sql, j.plan is not None and j.plan.kind == "rows" and not j.plan.distinct) for j in partitioned
+        ),
+        fail_partition,
+        tuple(dict.fromkeys(keys)),
+        buckets,
+    )
+    frame = source.frame
+    if frame.rdd.getNumPartitions() > cap:
+        frame = frame.coalesce(cap)
+    load_fn = functools.partial(tasks.load_partition, spec)
+    out: DataFrame = spark_call(source, functools.partial(_checkpointed, frame, load_fn))
+    parts = out.where(f.col("kind") == "part").select("path", "rows", "version").collect()
+    driver_version = tasks.versions()
+    for part in parts:
+        if part["version"] != driver_version:
+            raise Error(f"a Spark worker runs {part['version']}, the driver {driver_version}: results would differ")
+    load.parts = [str(p["path"]) for p in parts]
+    load.rows = sum(int(p["rows"]) for p in parts)
+    return out
 
 
 def _run_buckets(
