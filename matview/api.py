@@ -133,9 +133,11 @@ class Connection:
         elif word in ("SELECT", "WITH") and self.apsw.get_autocommit():
             self._fold_deferred_before_read(sql, views)
             self._poll_if_others_wrote()
-        if statements.changes_statistics(sql):
+        if statements.changes_statistics(sql) or word == "ROLLBACK":
             # New statistics may change SQLite's plans with no schema change: views whose rows
-            # follow its scan order (`scan_order`) are checked again at the next look.
+            # follow its scan order (`scan_order`) are checked again at the next look. A
+            # ROLLBACK TO may undo a fold's change of a view's plan (`fallback.heal`), and only a
+            # whole rollback calls the rollback hook.
             result = Rows(list(self._run(sql, params)))
             self.registry.invalidate()
             return result

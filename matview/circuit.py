@@ -46,7 +46,7 @@ BULK_ROWS = 64
 
 class Circuit:
     def __init__(self, view: str, plan: Plan, evaluator: Evaluator) -> None:
-        self.view, self.plan = view, plan
+        self.view, self.plan, self.evaluator = view, plan, evaluator
         self.aggregate = Aggregate(view, plan, evaluator) if plan.kind == "aggregate" else None
         self.distinct = (
             Distinct(tuple(c.collation for c in plan.columns), plan.exact_distinct) if plan.distinct else None

@@ -19,10 +19,11 @@ from collections.abc import Callable
 
 import apsw
 
-from matview import names, upstream
+from matview import fallback, names, upstream
 from matview.db import ENVIRONMENT_ERRORS, describe, savepoint
 from matview.errors import Error
 from matview.names import quote
+from matview.operators.accumulators import ScanOrderDependent
 from matview.operators.recompute import recomputed_delta, should_recompute
 from matview.registry import Registry, View
 from matview.storage import catalog
@@ -142,6 +143,9 @@ def fold_view(
         raise
     except Exception as exc:
         refolded = None if recompute else _recomputed_after(conn, view, exc)
+        if refolded is None and isinstance(exc, ScanOrderDependent) and fallback.can_heal(view):
+            healed = _healed(conn, view, exc.marker)
+            refolded = (healed, StateStore(conn, view.name, writable=True)) if healed is not None else None
         if refolded is None:
             view.stalled = f"materialized view {view.name} cannot be folded: {describe(exc)}"
             view.stalled_on = tuple(ranges)
@@ -159,7 +163,23 @@ def fold_view(
     store.flush()
     for table, _lo, hi in ranges:
         catalog.set_progress(conn, view.name, table, hi)
+    marker = fallback.marker_in_delta(view, delta) if fallback.can_heal(view) else None
+    if marker is not None:
+        delta = delta + (_healed(conn, view, marker) or ZSet())
     return ranges, delta
+
+
+def _healed(conn: apsw.Connection, view: View, marker: bytes) -> ZSet[bytes] | None:
+    """The ΔV that switches a view whose fold met `marker` (a result only SQLite's scan order
+    decides) to whole recompute (`fallback.heal`); None where it cannot be switched, or its
+    SELECT raises: the marker stays (reading it says why), or the view stalls."""
+    try:
+        with savepoint(conn):
+            return fallback.heal(conn, view, marker)
+    except ENVIRONMENT_ERRORS:
+        raise
+    except Exception:
+        return None
 
 
 def _recomputed_after(conn: apsw.Connection, view: View, exc: Exception) -> tuple[ZSet[bytes], StateStore] | None:

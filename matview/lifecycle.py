@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import apsw
 
-from matview import names, upstream
+from matview import fallback, names, upstream
 from matview.circuit import Circuit
 from matview.db import ENVIRONMENT_ERRORS, describe, savepoint, scalar
 from matview.errors import Error, UnsupportedQuery
@@ -62,12 +62,6 @@ def _existing_object(conn: apsw.Connection, name: str) -> str | None:
         if not readable.is_shadow(str(sql or "")):
             return str(kind)
     return None
-
-
-#: a SELECT the incremental engine refuses is recomputed whole instead, where SQLite can run it
-#: again exactly (`sql.whole`); `WITH (recompute = 'never')` refuses instead. The test suite turns
-#: this off to test the incremental engine's own refusals (`tests/conftest.py`).
-FALL_BACK_TO_WHOLE = True
 
 
 def _check_name(name: str) -> None:
@@ -145,7 +139,7 @@ def create_view(
             for up in upstreams:
                 if up is not None:
                     upstream.ensure_delta_table(conn, up.name, up.entry.plan.columns)
-            plan = with_indexes(conn, compiled)
+            plan = replace(with_indexes(conn, compiled), recompute_never=recompute == "never")
             try:
                 refuse_group_concat_through_own_index(conn, plan, sql)
             except UnsupportedQuery as refusal:
@@ -165,12 +159,14 @@ def create_view(
                 if problem is not None:
                     raise _RefusedOnceCompiled(problem)
             try:
-                (populate or _populate)(conn, view)
+                marker = fallback.populate_checked(conn, view, populate or _populate, whole)
             except UnicodeDecodeError as exc:  # (SQLite keeps any bytes as TEXT; Python reads UTF-8 only)
                 raise Error(
                     f"materialized view {name}: a text value its SELECT reads is not valid UTF-8 ({exc.reason}); "
                     "fix or remove that row, then CREATE the view"
                 ) from None
+            if marker is not None:  # a result only SQLite's scan order decides: recomputed whole instead
+                raise _RefusedOnceCompiled(fallback.HEALED[marker])
             registry.invalidate()
             readable.create_plain_view(conn, name, plan)
             readable.drop_shadow(conn, name)
@@ -181,7 +177,7 @@ def create_view(
     except _RefusedOnceCompiled as refusal:
         # a refusal only the compiled plan could find (SQLite's scan order through an index): by
         # default recomputed whole instead, as a refusal of the front end is
-        if not (whole and FALL_BACK_TO_WHOLE) or whole_reason is not None:
+        if not (whole and fallback.FALL_BACK_TO_WHOLE) or whole_reason is not None:
             raise UnsupportedQuery(str(refusal)) from None
         registry.invalidate()
         create_view(
@@ -235,7 +231,9 @@ def _compile_with_nodes(
             with savepoint(conn):
                 compiled = _compile_incrementally(conn, registry, name, sql, maintenance, auto_indexes, create_nodes)
                 costly = (
-                    every_root_table(conn, compiled.plan) if whole and cheaper_whole and FALL_BACK_TO_WHOLE else None
+                    every_root_table(conn, compiled.plan)
+                    if whole and cheaper_whole and fallback.FALL_BACK_TO_WHOLE
+                    else None
                 )
                 if costly is None:
                     return compiled
@@ -257,7 +255,7 @@ def _compile_with_nodes(
             # incremental engine refuses: recomputed whole instead, where SQLite can run the SELECT
             # again exactly; else the refusal stands, naming what the user wrote
             inside = whole_construct_inside(conn, sql) if whole else None
-            if inside is None and not (whole and FALL_BACK_TO_WHOLE):
+            if inside is None and not (whole and fallback.FALL_BACK_TO_WHOLE):
                 raise
             registry.invalidate()  # (nodes the attempt made are gone with its savepoint)
             try:
@@ -532,7 +530,11 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View, populate: Po
         ),
     )
     # indexes it made before exist (no term scans now): still its own, dropped with it
-    plan = replace(plan, indexes=tuple(dict.fromkeys((*view.entry.plan.indexes, *plan.indexes))))
+    plan = replace(
+        plan,
+        indexes=tuple(dict.fromkeys((*view.entry.plan.indexes, *plan.indexes))),
+        recompute_never=view.entry.plan.recompute_never,
+    )
     if _shown(plan.columns) == _shown(view.entry.plan.columns) or _renamed_apart(view.entry.plan.columns, plan.columns):
         # the view table stays: its columns keep the types they were created with
         plan = replace(plan, columns=view.entry.plan.columns)
@@ -554,4 +556,7 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View, populate: Po
     catalog.update_plan(conn, view.name, plan)
     registry.evaluator.forget(view.name)
     entry = ViewEntry(view.name, view.entry.sql, plan, view.entry.maintenance, view.entry.base_tables)
-    (populate or _populate)(conn, View(entry, Circuit(view.name, plan, registry.evaluator), view.table))
+    rebuilt = View(entry, Circuit(view.name, plan, registry.evaluator), view.table)
+    marker = fallback.populate_checked(conn, rebuilt, populate or _populate, True)
+    if marker is not None:  # a result only SQLite's scan order decides: recomputed whole from now on
+        fallback.heal(conn, rebuilt, marker)

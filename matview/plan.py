@@ -183,6 +183,8 @@ class Plan:
     #: a view recomputed whole at every fold (top-N LIMIT, windows): its SELECT as written (`sql.whole`)
     whole: str = ""
     whole_reason: str = ""  # why: "LIMIT", "a window function", or the incremental engine's refusal
+    #: made `WITH (recompute = 'never')`: never switched to whole recompute (`fallback.heal`)
+    recompute_never: bool = False
 
     @property
     def group_count(self) -> int:
@@ -211,6 +213,8 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["format"] = PLAN_FORMAT
+        if not data["recompute_never"]:  # (written only when set: older code reads the plan as before)
+            del data["recompute_never"]
         for agg in data["aggs"]:  # (written only where not the default: plans older code reads stay as they were)
             if agg["collation"] == "BINARY":
                 del agg["collation"]

@@ -1,5 +1,5 @@
 """The suite tests the incremental engine's own refusals: a SELECT it refuses is not recomputed
-whole here (`matview.lifecycle.FALL_BACK_TO_WHOLE`, on for users), except in tests marked
+whole here (`matview.fallback.FALL_BACK_TO_WHOLE`, on for users), except in tests marked
 `fall_back_to_whole`. Views with a top-level LIMIT, a window or no FROM (and a LIMIT or window
 inside a plain view or derived table) are recomputed whole either way."""
 
@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 
-from matview import lifecycle
+from matview import fallback
 
 
 @pytest.fixture(autouse=True)
 def _incremental_refusals(request: pytest.FixtureRequest) -> Iterator[None]:
     fall_back = request.node.get_closest_marker("fall_back_to_whole") is not None
-    saved, lifecycle.FALL_BACK_TO_WHOLE = lifecycle.FALL_BACK_TO_WHOLE, fall_back
+    saved, fallback.FALL_BACK_TO_WHOLE = fallback.FALL_BACK_TO_WHOLE, fall_back
     try:
         yield
     finally:
-        lifecycle.FALL_BACK_TO_WHOLE = saved
+        fallback.FALL_BACK_TO_WHOLE = saved
 
 
 @pytest.fixture(scope="session")

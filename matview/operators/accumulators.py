@@ -24,6 +24,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import apsw
+
 from matview.keys import SQLITE_INT_MAX, SQLITE_INT_MIN, canonical
 from matview.plan import AggSpec
 from matview.storage.codec import pack, unpack
@@ -51,6 +53,16 @@ RESULT_ERRORS = {
         "SUM/TOTAL/AVG (integer overflow or ±Inf) depends on its scan order; matview does not guess"
     ),
 }
+
+
+class ScanOrderDependent(apsw.SQLError):
+    """Raised by the order-free twins of a subquery's SUM/MIN/MAX (`exact_sums`,
+    `exact_extrema`) where SQLite's own value would follow its scan order: `marker` says which
+    (TIED or ORDER_DEPENDENT); a view recomputed whole answers it (`matview.fallback`)."""
+
+    def __init__(self, message: str, marker: bytes) -> None:
+        super().__init__(message)
+        self.marker = marker
 
 
 def result_error_markers_sql() -> str:

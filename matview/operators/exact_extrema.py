@@ -7,7 +7,8 @@ values differ (5 and 5.0 in an untyped column, a SUM that is INTEGER in one grou
 another), which one the subquery returns follows the scan order. These twins return the same
 extreme under SQLite's BINARY order (numbers by value, then TEXT by code point, then BLOB by
 bytes; NULL skipped) and raise an error when the extreme is tied between an INTEGER and a REAL:
-the fold that meets it fails, the view is stalled and reading it says why — never a guess.
+the fold that meets it fails (`ScanOrderDependent`) and the view is recomputed whole from then
+on, or stalled where it cannot be (`matview.fallback`) — never a guess.
 The front end calls them only for arguments that compare under BINARY (`subquery_values`).
 """
 
@@ -18,6 +19,9 @@ import math
 from typing import Any
 
 import apsw
+
+from matview.operators.accumulators import ScanOrderDependent
+from matview.storage.state import TIED
 
 #: SQLite's aggregate → its order-free twin, registered on every matview connection
 EXACT_EXTREMA = {"min": "__dbsp_exact_min", "max": "__dbsp_exact_max"}
@@ -62,10 +66,11 @@ class _Extreme:
     def final(self) -> Any:
         if self.tied:
             name = "max" if self.largest else "min"
-            raise apsw.SQLError(
+            raise ScanOrderDependent(
                 f"a subquery's {name}(): its extreme {self.best!r} is tied with an equal but different value "
                 "(an INTEGER and a REAL, 0.0 and -0.0), "
-                "and which one SQLite returns follows its scan order"
+                "and which one SQLite returns follows its scan order",
+                TIED,
             )
         return self.best
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import apsw
 
-from matview.operators.accumulators import OVERFLOW, RESULT_ERRORS, SumState
+from matview.operators.accumulators import OVERFLOW, RESULT_ERRORS, ScanOrderDependent, SumState
 
 #: SQLite's aggregate → its order-free twin, registered on every matview connection
 EXACT_SUMS = {"sum": "__dbsp_exact_sum", "total": "__dbsp_exact_total", "avg": "__dbsp_exact_avg"}
@@ -69,7 +69,7 @@ class _ExactSum:
         if result == OVERFLOW:
             raise apsw.SQLError("integer overflow")
         if isinstance(result, bytes) and result in RESULT_ERRORS:
-            raise apsw.SQLError(f"a subquery's sum: {RESULT_ERRORS[result]}")
+            raise ScanOrderDependent(f"a subquery's sum: {RESULT_ERRORS[result]}", result)
         return result
 
 

@@ -159,7 +159,8 @@ def _split(
         if stop < end and tokens[stop].kind == TokenType.WHERE:
             where = Span(text, tuple(tokens[i] for i in own if stop < i < where_end))
             probes.extend(_probes(conn, text, where, items))
-        aliases = {fold(tokens[i + 1].text) for i in own if tokens[i].kind == TokenType.ALIAS and i + 1 < end}
+        # (the select list's aliases only: `FROM t AS u WHERE u.g = …` names its table's alias)
+        aliases = {fold(tokens[i + 1].text) for i in own if tokens[i].kind == TokenType.ALIAS and i + 1 < from_at}
         if any(fold(tokens[i].text) in aliases for i in range(from_at, where_end) if tokens[i].is_name):
             mine = []  # its WHERE names its own select-list alias: no FROM … WHERE of its own to reach by
         selects.append((index, end, from_at, where_end, mine))

@@ -67,11 +67,20 @@ def _named(rows_sql: str, width: int, key_width: int) -> str:
 
 
 def create(conn: apsw.Connection, view: str, width: int) -> None:
-    """A new, empty kept-rows table (an old one is dropped: a REFRESH may change the plan)."""
+    """An empty kept-rows table: the old one emptied where it has these columns (a fold's
+    refresh as a delta: SQLite refuses a DROP while another statement of the connection runs,
+    and a DROP would make every connection reload its schema), else dropped and made anew (a
+    REFRESH may change the plan)."""
     table = quote(table_name(view))
-    conn.execute(f"DROP TABLE IF EXISTS main.{table}")
-    columns = "".join(f", {c}" for c in _columns(width))
-    conn.execute(f"CREATE TABLE main.{table} (root NOT NULL{columns}, weight INTEGER NOT NULL)")
+    columns = _columns(width)
+    present = [str(row[1]) for row in conn.execute(f"PRAGMA main.table_info({table})")]
+    if present == ["root", *columns, "weight"]:
+        conn.execute(f"DELETE FROM main.{table}")
+        return
+    if present:
+        conn.execute(f"DROP TABLE main.{table}")
+    listed = "".join(f", {c}" for c in columns)
+    conn.execute(f"CREATE TABLE main.{table} (root NOT NULL{listed}, weight INTEGER NOT NULL)")
 
 
 def index(conn: apsw.Connection, view: str) -> None:

@@ -104,7 +104,9 @@ class ViewTable:
             if conn.changes() == 1:
                 replaced.update((old, new))
                 pairs.append((old, new))
-        rest = [(key, weight) for key, weight in delta.items() if key not in replaced]
+        # rows that shrink first: a row replacing another that a user's UNIQUE index on a view
+        # column covers must not meet it (a SELECT's rows satisfy the index before and after)
+        rest = sorted(((key, weight) for key, weight in delta.items() if key not in replaced), key=lambda kw: kw[1] > 0)
         if len(rest) <= 4:
             for done, (key, weight) in enumerate(rest):
                 total = scalar(conn, self._upsert, (*row_of(key), key, weight))
@@ -116,9 +118,11 @@ class ViewTable:
                     self._undo(conn, pairs, rest[: done + 1])
                     raise Inconsistent(f"materialized view {self.view} is inconsistent (negative weight); REFRESH it")
             return
-        # many rows: set-at-a-time upsert, then drop the rows whose weight reached zero
+        # many rows: set-at-a-time upserts, the rows whose weight reached zero dropped before
+        # the rows that grow come in (see above)
         keyed = [(*row_of(key), key, weight) for key, weight in rest]
-        conn.executemany(self._upsert_many, keyed)
-        shrunk = [(item[-2],) for item in keyed if item[-1] < 0]
+        shrunk = [item for item in keyed if item[-1] < 0]
         if shrunk:
-            conn.executemany(self._delete_empty, shrunk)
+            conn.executemany(self._upsert_many, shrunk)
+            conn.executemany(self._delete_empty, [(item[-2],) for item in shrunk])
+        conn.executemany(self._upsert_many, keyed[len(shrunk) :])
