@@ -89,6 +89,10 @@ def test_join_views_backfilled_by_buckets(spark: Any, tmp_path: Path) -> None:
     schema = "SELECT type, name FROM sqlite_master ORDER BY 1, 2"
     assert apsw.Connection(db).execute(schema).fetchall() == apsw.Connection(twin).execute(schema).fetchall()
     assert apsw.Connection(db).execute("SELECT count(*) FROM j_nocase").fetchone()[0] > 0
+    # a re-run replacing the tables rebuilds the existing join views by buckets again: same file
+    again = backfill(spark, db, sources, mode="replace")
+    assert {v.name: v.where for v in again.views} == {name: place for name, (place, _) in where.items()}
+    assert_same_state(db, twin, list(views))
 
     rnd = random.Random(5)
     mine = matview.connect(db)
