@@ -129,6 +129,8 @@ class Connection:
         if word in _FOLD_BEFORE and not self.apsw.get_autocommit():
             self._fold(commit=True)
         elif word in _WRITES and self.apsw.get_autocommit() and views:
+            if not self._feed.active and all(v.entry.maintenance == "deferred" for v in views.values()):
+                return self._deferred_write(sql, params, views)
             return self._autocommit_write(sql, params)
         elif word in ("SELECT", "WITH") and self.apsw.get_autocommit():
             self._fold_deferred_before_read(sql, views)
@@ -235,6 +237,20 @@ class Connection:
             rows = self.apsw.execute(sql, params).fetchall()
         return Rows(rows)
 
+    def _deferred_write(self, sql: str, params: Any, views: dict[str, View]) -> Rows:
+        """One write in autocommit mode when every view is deferred: SQLite's own transaction
+        (the capture triggers log the change in it), no BEGIN/COMMIT of matview's — unless the
+        backlog check is due (`_views_to_fold`): the views past `pending_limit` then fold in
+        a transaction of their own, right after."""
+        rows = Rows(list(self._run(sql, params)))
+        self._total_changes = self.apsw.total_changes()  # (no catch-up fold for it at the next statement)
+        check = self._backlog_check_due()
+        due = [view for view in views.values() if check and pending_count(self.apsw, view) > self.pending_limit]
+        if due:
+            with contextlib.suppress(apsw.BusyError), self:  # (soft limit: the next commit folds them)
+                self._fold_views(due)
+        return rows
+
     def _run_materialized(self, statement: Any) -> None:
         what = f"{type(statement).__name__.removesuffix('View').upper()} {statement.name}"
         try:
@@ -319,19 +335,24 @@ class Connection:
         views = list(self.registry.sync().values())
         if not commit:
             return views
-        # Deferred views fold past pending_limit. Counting their backlog costs a query per
-        # view, so it is counted only after enough of this connection's own writes or
-        # commits (others' writes are caught by the commit count): the limit is soft.
-        self._commits_since_count += 1
-        written = self.apsw.total_changes() - self._changes_at_count
-        check = written >= self.pending_limit // 2 or self._commits_since_count >= 64
-        if check:
-            self._commits_since_count, self._changes_at_count = 0, self.apsw.total_changes()
+        check = self._backlog_check_due()
         return [
             view
             for view in views
             if view.entry.maintenance == "immediate" or (check and pending_count(self.apsw, view) > self.pending_limit)
         ]
+
+    def _backlog_check_due(self) -> bool:
+        """Count a commit; whether deferred views' backlogs are counted at this one. Deferred
+        views fold past pending_limit. Counting their backlog costs a query per view, so it
+        is counted only after enough of this connection's own writes or commits (others'
+        writes are caught by the commit count): the limit is soft."""
+        self._commits_since_count += 1
+        written = self.apsw.total_changes() - self._changes_at_count
+        check = written >= self.pending_limit // 2 or self._commits_since_count >= 64
+        if check:
+            self._commits_since_count, self._changes_at_count = 0, self.apsw.total_changes()
+        return check
 
     def _fold(self, commit: bool) -> None:
         """Fold inside the open transaction: before commit (immediate views, and deferred

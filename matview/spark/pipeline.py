@@ -228,9 +228,9 @@ def _run_spark(
     summary.phases.setdefault("merge", 0.0)
     joins = [j for j in jobs if j.join_key is not None]
     buckets = copartition.bucket_count(spark.sparkContext.defaultParallelism) if joins else 0
-    # ATTACH slots of the final transaction kept for the joins: each view's bucket files, and
-    # each join key's merged part files
-    reserved = len(joins) * buckets + len({j.join_key for j in joins}) * MERGED_PARTS
+    # ATTACH slots of the final transaction kept for the joins: per join key, its bucket files
+    # (shared by the views it serves) and its merged part files
+    reserved = len({j.join_key for j in joins}) * (buckets + MERGED_PARTS)
     cap = max(1, (96 - reserved) // len(sources))
     merged: list[str] = []
     started = time.perf_counter()
