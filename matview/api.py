@@ -76,6 +76,8 @@ class Connection:
         self._feed = feed.Feed(connection, self.poll)
         self._progress: ProgressCallback | None = None
         self._polled_version = connection.data_version()
+        self._read_version = self._polled_version  # (`_fold_before_read`)
+        self._others_wrote: set[str] = set()  # immediate views another connection's commits may have left pending
         connection.create_scalar_function(
             aggregate_sql.GROUP_KEY_FUNCTION, aggregate_sql.group_key_sql, -1, deterministic=True
         )
@@ -133,7 +135,7 @@ class Connection:
                 return self._deferred_write(sql, params, views)
             return self._autocommit_write(sql, params)
         elif word in ("SELECT", "WITH") and self.apsw.get_autocommit():
-            self._fold_deferred_before_read(sql, views)
+            self._fold_before_read(sql, views)
             self._poll_if_others_wrote()
         if statements.changes_statistics(sql) or word == "ROLLBACK":
             # New statistics may change SQLite's plans with no schema change: views whose rows
@@ -297,7 +299,7 @@ class Connection:
                 lifecycle.drop_view(self.apsw, self.registry, statement.name, statement.if_exists)
             else:
                 self._fold(commit=False)
-                before = {fold(v.name): (v, self._feed.stored(v)) for v in self._subscribed()}
+                before = self._stored_before_rebuild()
                 lifecycle.refresh_view(self.apsw, self.registry, statement.name)
                 self._record_rebuilt(before)
 
@@ -318,7 +320,7 @@ class Connection:
         refreshed = next((v for v in dependents if not is_node(v.name)), dependents[0])
         with self._writing():
             self._fold(commit=False)
-            before = {fold(v.name): (v, self._feed.stored(v)) for v in self._subscribed()}
+            before = self._stored_before_rebuild()
             self.apsw.execute(sql, params)
             self.registry.invalidate()
             lifecycle.refresh_view(self.apsw, self.registry, refreshed.name)
@@ -386,11 +388,22 @@ class Connection:
                     pass
             self._total_changes = self.apsw.total_changes()
 
-    def _fold_deferred_before_read(self, sql: str, views: dict[str, View]) -> None:
+    def _fold_before_read(self, sql: str, views: dict[str, View]) -> None:
+        """Before a read in autocommit mode, fold the views it names that have pending changes:
+        deferred ones, and immediate ones when another connection committed since this one last
+        looked (a stock client's writes, which the next matview commit would fold). The read
+        merges pending changes itself either way; folded, a view may also heal (`fallback`)."""
+        version = self.apsw.data_version()
+        if version != self._read_version:  # another connection committed: immediate views may wait
+            self._read_version = version
+            self._others_wrote = {k for k, v in views.items() if v.entry.maintenance == "immediate"}
         lowered = sql.lower()
         wanted = [
-            v for k, v in views.items() if v.entry.maintenance == "deferred" and k in lowered and not v.broken
+            v
+            for k, v in views.items()
+            if (v.entry.maintenance == "deferred" or k in self._others_wrote) and k in lowered and not v.broken
         ]  # (a broken view is not folded: its read says why)
+        self._others_wrote.difference_update(k for k in views if k in lowered)
         if not wanted or self.apsw.readonly("main") or not any(pending_count(self.apsw, v) for v in wanted):
             return
         try:
@@ -448,11 +461,24 @@ class Connection:
         if self._feed.active and self.apsw.data_version() != self._polled_version:
             self.poll()
 
-    def _subscribed(self) -> list[View]:
+    def _subscribed(self, broken: bool = False) -> list[View]:
+        """The views somebody subscribed to; `broken`: those a REFRESH may rebuild too (their
+        stored rows are what subscribers last got)."""
         if not self._feed.active:
             return []
         wanted = self._feed.subscribed_views()
-        return [view for key, view in self.registry.sync().items() if fold(key) in wanted and not view.broken]
+        return [
+            view for key, view in self.registry.sync().items() if fold(key) in wanted and (broken or not view.broken)
+        ]
+
+    def _stored_before_rebuild(self) -> dict[str, tuple[View, Any]]:
+        """The subscribed views' stored rows before a REFRESH (broken ones included: their
+        stored rows are what subscribers last got; one whose table a damaged file lost is left out)."""
+        before = {}
+        for view in self._subscribed(broken=True):
+            with contextlib.suppress(apsw.SQLError):
+                before[fold(view.name)] = (view, self._feed.stored(view))
+        return before
 
     def _record_rebuilt(self, before: dict[str, tuple[View, Any]]) -> None:
         """REFRESH rebuilt views from scratch: their change is the new rows − the old."""

@@ -35,11 +35,10 @@ from matview.operators.accumulators import (
     result_error_markers_sql,
 )
 from matview.operators.recompute import recomputed_delta
-from matview.plan import OutputColumn, Plan
+from matview.plan import Plan
 from matview.sql.whole import compile_whole
 from matview.storage import catalog, readable
 from matview.storage.catalog import ViewEntry
-from matview.storage.schema import affinity
 from matview.storage.state import StateStore
 from matview.zset import ZSet
 
@@ -107,19 +106,17 @@ def marker_in_table(conn: apsw.Connection, view: View) -> bytes | None:
     return None
 
 
-def _shown(columns: tuple[OutputColumn, ...] | list[OutputColumn]) -> list[tuple[str, str]]:
-    return [(affinity(c.decltype), c.collation) for c in columns]
-
-
 def whole_plan(conn: apsw.Connection, view: View, reason: str) -> Plan | None:
-    """`view`'s plan recomputed whole, for `reason`, showing the columns it shows; None where
-    its SELECT cannot be recomputed whole, or would show other columns."""
+    """`view`'s plan recomputed whole, for `reason`, keeping the columns (names, types,
+    collations) its table has: the same SELECT over the same schema gives the same columns
+    (whole recompute's own account of a `COLLATE` in the select list is less precise); None
+    where its SELECT cannot be recomputed whole."""
     old = view.entry.plan
     try:
         plan, _source = compile_whole(conn, view.entry.sql, reason)
     except (Error, apsw.Error):
         return None
-    if _shown(plan.columns) != _shown(old.columns):
+    if len(plan.columns) != len(old.columns):
         return None
     return replace(plan, columns=old.columns, indexes=old.indexes)  # (its indexes stay its own)
 

@@ -136,11 +136,20 @@ def fold_view(
         if set_at_a_time:
             with savepoint(conn):
                 delta = recomputed_delta(conn, view, store) if recompute else _view_delta(conn, view, inputs, store)
+                _heal_instead(conn, view, delta)
                 view.table.apply(conn, delta)
         else:
             delta = _view_delta(conn, view, inputs, store)  # reads only
+            _heal_instead(conn, view, delta)
     except ENVIRONMENT_ERRORS:
         raise
+    except _HealInstead as instead:  # (nothing of the incremental ΔV was written)
+        healed = _healed(conn, view, instead.marker)
+        if healed is None:
+            view.stalled = f"materialized view {view.name} cannot be folded: its SELECT, recomputed whole, raised"
+            view.stalled_on = tuple(ranges)
+            return None
+        delta, store, set_at_a_time = healed, StateStore(conn, view.name, writable=True), True
     except Exception as exc:
         refolded = None if recompute else _recomputed_after(conn, view, exc)
         if refolded is None and isinstance(exc, ScanOrderDependent) and fallback.can_heal(view):
@@ -163,10 +172,22 @@ def fold_view(
     store.flush()
     for table, _lo, hi in ranges:
         catalog.set_progress(conn, view.name, table, hi)
-    marker = fallback.marker_in_delta(view, delta) if fallback.can_heal(view) else None
-    if marker is not None:
-        delta = delta + (_healed(conn, view, marker) or ZSet())
     return ranges, delta
+
+
+class _HealInstead(Exception):
+    def __init__(self, marker: bytes) -> None:
+        super().__init__(marker)
+        self.marker = marker
+
+
+def _heal_instead(conn: apsw.Connection, view: View, delta: ZSet[bytes]) -> None:
+    """Raise `_HealInstead` where the incremental ΔV holds a result only SQLite's scan order
+    decides and the view can be recomputed whole: that ΔV is then not applied (its markers
+    could even collide in a user's UNIQUE index on the view), the heal's is."""
+    marker = fallback.marker_in_delta(view, delta) if fallback.can_heal(view) else None
+    if marker is not None and fallback.whole_plan(conn, view, fallback.HEALED[marker]) is not None:
+        raise _HealInstead(marker)
 
 
 def _healed(conn: apsw.Connection, view: View, marker: bytes) -> ZSet[bytes] | None:

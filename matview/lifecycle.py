@@ -189,7 +189,7 @@ def create_view(
             if_not_exists,
             auto_indexes,
             internal,
-            populate,
+            None,  # (a caller's `populate` fills the incremental plan's state: SQLite runs this one)
             recompute,
             whole_reason=str(refusal),
         )
@@ -535,7 +535,11 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View, populate: Po
         indexes=tuple(dict.fromkeys((*view.entry.plan.indexes, *plan.indexes))),
         recompute_never=view.entry.plan.recompute_never,
     )
-    if _shown(plan.columns) == _shown(view.entry.plan.columns) or _renamed_apart(view.entry.plan.columns, plan.columns):
+    old = view.entry.plan.columns
+    # (whole recompute's account of a `COLLATE` in the select list is less precise than the
+    # incremental engine's, which a view switched to whole recompute keeps: names and types count)
+    loose = plan.whole and [c[:2] for c in _shown(plan.columns)] == [c[:2] for c in _shown(old)]
+    if _shown(plan.columns) == _shown(old) or _renamed_apart(old, plan.columns) or loose:
         # the view table stays: its columns keep the types they were created with
         plan = replace(plan, columns=view.entry.plan.columns)
     else:

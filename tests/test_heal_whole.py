@@ -4,6 +4,7 @@ transaction that finds it (`matview/fallback.py`): it reads as its SELECT, never
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,77 @@ def test_create_and_refresh_over_a_subquery_tie(tmp_path: Path) -> None:
         conn.execute("REFRESH MATERIALIZED VIEW again")
     assert whole(conn, "again")
     check(conn, {"again": SUBQUERY})
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_ties_under_a_users_unique_index_heal(tmp_path: Path, mode: str) -> None:
+    """The incremental ΔV put one marker in `lo` for two groups, which collided in the user's
+    UNIQUE index before the fold could heal: a raw ConstraintError (hunt 29). Now the heal's ΔV
+    is applied instead of it."""
+    conn = matview.connect(str(tmp_path / "u.db"))
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, g, x)")
+    conn.executemany("INSERT INTO t (g, x) VALUES (?, ?)", [(i, i) for i in range(3)])
+    lohi = "SELECT g, min(x) AS lo, max(x) AS hi FROM t GROUP BY g"
+    conn.execute(f"CREATE MATERIALIZED VIEW lohi WITH (maintenance = '{mode}') AS {lohi}")
+    conn.execute("CREATE UNIQUE INDEX lohi_lo ON lohi (lo)")
+    conn.executemany("INSERT INTO t (g, x) VALUES (?, ?)", [(i, float(i)) for i in range(3)])
+    check(conn, {"lohi": lohi})
+    assert whole(conn, "lohi")
+
+
+def test_a_collate_in_the_select_list_heals_and_refreshes(tmp_path: Path) -> None:
+    """Whole recompute reads `name COLLATE NOCASE` as a BINARY column: the heal keeps the
+    view's own columns, and a REFRESH of the healed view keeps them too (hunt 29)."""
+    conn = make(tmp_path / "k.db")
+    conn.execute("CREATE TABLE c (id INTEGER PRIMARY KEY, name TEXT, k INT)")  # (BINARY)
+    conn.execute("INSERT INTO c (name, k) VALUES ('x', 1), ('y', 2)")
+    views = {
+        "dn": "SELECT DISTINCT c.name COLLATE NOCASE AS n, b.k FROM c JOIN b ON c.k = b.k",
+        "gn": "SELECT c.name COLLATE NOCASE AS n, count(*) AS m FROM c JOIN b ON c.k = b.k GROUP BY 1",
+    }
+    for name, sql in views.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+        assert not whole(conn, name)
+    conn.execute("INSERT INTO c (name, k) VALUES ('X', 1)")
+    check(conn, views)
+    for name in views:
+        assert whole(conn, name)
+        conn.execute(f"REFRESH MATERIALIZED VIEW {name}")
+    check(conn, views)
+
+
+def test_a_read_after_a_stock_writer_heals(tmp_path: Path) -> None:
+    """A stock client's commit leaves an immediate view's changes pending until a matview
+    connection commits; a read through one merged them and raised on the spelling it cannot
+    choose (hunt 29). Now the read folds them first (another connection committed), and heals."""
+    path = tmp_path / "w.db"
+    conn = make(path)
+    conn.execute(f"CREATE MATERIALIZED VIEW spelled AS {SPELLINGS}")
+    assert_view_matches(conn, "spelled", SPELLINGS)
+    stock_sqlite3(path, ["INSERT INTO a (name, k) VALUES ('X', 2)"])
+    conn.execute("SELECT count(*) FROM b").fetchall()  # (a read naming no view: the fold waits for one)
+    check(conn, {"spelled": SPELLINGS})
+    assert whole(conn, "spelled")
+
+
+def test_refresh_of_a_broken_view_reaches_its_subscribers(tmp_path: Path) -> None:
+    """A healed view is broken by a user's index until REFRESH (whole recompute follows the
+    plan); the REFRESH changed its rows, and delivered nothing to its or its readers'
+    subscribers (hunt 29)."""
+    conn = matview.connect(str(tmp_path / "f.db"))
+    conn.execute("CREATE TABLE a (id INTEGER PRIMARY KEY, name TEXT COLLATE NOCASE, k INT)")
+    conn.execute("CREATE TABLE b (id INTEGER PRIMARY KEY, k INT, w INT)")
+    conn.execute("INSERT INTO a (name, k) VALUES ('x', 2), ('X', 1), ('y', 3)")
+    conn.execute("INSERT INTO b (k, w) VALUES (1, 10), (2, 20), (3, 5), (1, 7)")
+    summed = "SELECT a.name, sum(b.w) AS s FROM a JOIN b ON a.k = b.k GROUP BY a.name"
+    conn.execute(f"CREATE MATERIALIZED VIEW v WITH (indexes = 'off') AS {summed}")
+    conn.execute("CREATE MATERIALIZED VIEW top AS SELECT name, s FROM v WHERE s > 1")
+    feeds = {name: conn.subscribe(name) for name in ("v", "top")}
+    mirror = {name: Counter(conn.execute(f"SELECT * FROM {name}").fetchall()) for name in feeds}
+    conn.execute("CREATE INDEX ak ON a (k)")
+    conn.execute("REFRESH MATERIALIZED VIEW v")
+    for name, feed in feeds.items():
+        for change in feed:
+            for row, weight in change.rows:
+                mirror[name][row] += weight
+        assert +mirror[name] == Counter(conn.execute(f"SELECT * FROM {name}").fetchall()), name

@@ -157,3 +157,44 @@ def test_other_joins_stay_local(spark: Any, tmp_path: Path, shape: str) -> None:
     summary = backfill(spark, db, sources, views=[("v", sql)])
     assert summary.views[0].where == "local", summary.views[0]
     assert matview.connect(db).view("v").verify()
+
+
+@pytest.mark.fall_back_to_whole
+def test_a_result_only_the_merged_state_decides_is_recomputed_whole(spark: Any, tmp_path: Path) -> None:
+    """A REAL sum that overflows in some row orders only, its terms in different load parts
+    and join buckets: no part meets it, the merged state does. The driver's CREATE then
+    recomputes the view whole — it was committed empty (its merged rows read as a row view's)
+    — and a part that does meet it no longer heals there (the merge had no rule for the whole
+    plan's state; hunt 29)."""
+    big = [1e308, 1e308, -1e308]
+    (tmp_path / "t").mkdir()
+    for i in range(3):  # one big value per file: per load part
+        groups = [0] + [1 + j % 3 for j in range(99)]
+        values = [big[i]] + [0.5] * 99
+        pq.write_table(
+            pa.table({"g": pa.array(groups, pa.int64()), "r": pa.array(values, pa.float64())}),
+            tmp_path / "t" / f"part-{i}.parquet",
+        )
+    left = pa.table({"k": pa.array([1, 2, 3] + [4 + j % 20 for j in range(200)]), "r": pa.array(big + [0.5] * 200)})
+    right = pa.table({"k": pa.array(list(range(1, 24))), "name": pa.array(["a"] * 3 + ["b"] * 20)})
+    pq.write_table(left, tmp_path / "l.parquet", row_group_size=40)
+    pq.write_table(right, tmp_path / "r.parquet")
+    one = pa.table({"g": pa.array([0, 0, 0] + [1] * 97), "r": pa.array(big + [0.5] * 97)})  # all in one part
+    pq.write_table(one, tmp_path / "one.parquet", row_group_size=500)
+    views = {
+        "v": "SELECT g, sum(r) AS s, count(*) AS n FROM t GROUP BY g",
+        "j": "SELECT r.name, sum(l.r) AS s, count(*) AS n FROM l JOIN r ON l.k = r.k GROUP BY r.name",
+        "o": "SELECT g, sum(r) AS s, count(*) AS n FROM one GROUP BY g",
+    }
+    db = str(tmp_path / "s.db")
+    sources = {"t": str(tmp_path / "t" / "*.parquet"), "l": str(tmp_path / "l.parquet")}
+    backfill(
+        spark,
+        db,
+        {**sources, "r": str(tmp_path / "r.parquet"), "one": str(tmp_path / "one.parquet")},
+        views=list(views.items()),
+    )
+    conn = matview.connect(db)
+    for name, sql in views.items():
+        assert_view_matches(conn, name, sql)
+    assert conn.execute("SELECT count(*) FROM v").fetchone()[0] == 4
