@@ -13,6 +13,7 @@ index can serve) is reported by `view.explain()`.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import replace
 from typing import Any
 
@@ -106,6 +107,17 @@ def scanned_occurrences(conn: apsw.Connection, term: str, params: dict[str, int]
             if alias == name:
                 scanned.add(index)
     return scanned
+
+
+def own_indexes_read(conn: apsw.Connection, term: str, params: dict[str, int]) -> list[str]:
+    """The matview indexes (`index_name`) EXPLAIN QUERY PLAN shows `term` reading."""
+    found: list[str] = []
+    for row in conn.execute(f"EXPLAIN QUERY PLAN {term}", params):
+        words = str(row[-1]).split()
+        for before, word in itertools.pairwise(words):
+            if before == "INDEX" and word.startswith(f"{names.PREFIX}ix_") and word not in found:
+                found.append(word)
+    return found
 
 
 def index_name(table: str, probes: list[Probe]) -> str:
@@ -211,6 +223,9 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
                         created.append(name)
             still = scanned_occurrences(conn, term, params, aliases) - delta_at if scanned else set()
             remaining += [f"a change of {table} scans {aliases[o]}" for o in sorted(still)]
+            # matview's indexes another view made that this term reads: its own too (so that the
+            # other view's DROP keeps them, `drop_unused`)
+            created += [name for name in own_indexes_read(conn, term, params) if name not in created]
     if source.outer_on and plan.auto_indexes:
         # the padding term counts, for each row ΔN reaches, its matches in ΔN: the nullable side's
         # delta log is probed by the join keys there (an inner loop), so it gets their index too
