@@ -19,7 +19,7 @@ from typing import Any
 import apsw
 
 from matview import base_ddl, feed, lifecycle, names, progress, upstream
-from matview.db import describe, raising_user_function
+from matview.db import describe, raising_user_function, scalar
 from matview.errors import Error, SchemaChanged
 from matview.fold import fold_pending_deltas, pending_count
 from matview.names import fold, is_node, quote, view_table
@@ -406,11 +406,20 @@ class Connection:
         self._others_wrote.difference_update(k for k in views if k in lowered)
         if not wanted or self.apsw.readonly("main") or not any(pending_count(self.apsw, v) for v in wanted):
             return
+        # a read never waits for another writer so as to fold for it: a writer may hold the lock
+        # for long (the read merges instead)
+        immediate = any(v.entry.maintenance == "immediate" for v in wanted)
+        waits = int(scalar(self.apsw, "PRAGMA busy_timeout")) if immediate else 0
+        if waits:
+            self.apsw.set_busy_timeout(0)
         try:
             with self:
                 self._fold_views(wanted)
         except (apsw.BusyError, apsw.ReadOnlyError):
             pass  # only an optimization: the read merges the pending deltas itself
+        finally:
+            if waits:
+                self.apsw.set_busy_timeout(waits)
 
     # -- progress ----------------------------------------------------------------------
     @contextlib.contextmanager

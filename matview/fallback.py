@@ -147,7 +147,7 @@ def populate_checked(
     try:
         populate(conn, view)
     except ScanOrderDependent as exc:  # (a subquery's order-free twin met a tie)
-        if may_heal and whole_plan(conn, view, HEALED[exc.marker]) is not None:
+        if may_heal and exc.marker in HEALED and whole_plan(conn, view, HEALED[exc.marker]) is not None:
             return exc.marker
         raise
     marker = marker_in_table(conn, view) if may_heal else None
@@ -159,7 +159,7 @@ def populate_checked(
 def heal(conn: apsw.Connection, view: View, marker: bytes) -> ZSet[bytes] | None:
     """Switch `view` (whose stored rows hold `marker`) to whole recompute and bring its rows
     to its SELECT's: the ΔV applied, or None where it cannot be switched."""
-    if not switch_to_whole(conn, view, HEALED[marker]):
+    if marker not in HEALED or not switch_to_whole(conn, view, HEALED[marker]):
         return None
     store = StateStore(conn, view.name, writable=True)
     delta = recomputed_delta(conn, view, store)

@@ -145,8 +145,11 @@ def fold_view(
         raise
     except _HealInstead as instead:  # (nothing of the incremental ΔV was written)
         healed = _healed(conn, view, instead.marker)
-        if healed is None:
-            view.stalled = f"materialized view {view.name} cannot be folded: its SELECT, recomputed whole, raised"
+        if isinstance(healed, str):
+            view.stalled = (
+                f"materialized view {view.name} cannot be folded: {fallback.HEALED[instead.marker]}, "
+                f"and its SELECT raises: {healed}"
+            )
             view.stalled_on = tuple(ranges)
             return None
         delta, store, set_at_a_time = healed, StateStore(conn, view.name, writable=True), True
@@ -154,7 +157,7 @@ def fold_view(
         refolded = None if recompute else _recomputed_after(conn, view, exc)
         if refolded is None and isinstance(exc, ScanOrderDependent) and fallback.can_heal(view):
             healed = _healed(conn, view, exc.marker)
-            refolded = (healed, StateStore(conn, view.name, writable=True)) if healed is not None else None
+            refolded = None if isinstance(healed, str) else (healed, StateStore(conn, view.name, writable=True))
         if refolded is None:
             view.stalled = f"materialized view {view.name} cannot be folded: {describe(exc)}"
             view.stalled_on = tuple(ranges)
@@ -190,17 +193,18 @@ def _heal_instead(conn: apsw.Connection, view: View, delta: ZSet[bytes]) -> None
         raise _HealInstead(marker)
 
 
-def _healed(conn: apsw.Connection, view: View, marker: bytes) -> ZSet[bytes] | None:
+def _healed(conn: apsw.Connection, view: View, marker: bytes) -> ZSet[bytes] | str:
     """The ΔV that switches a view whose fold met `marker` (a result only SQLite's scan order
-    decides) to whole recompute (`fallback.heal`); None where it cannot be switched, or its
-    SELECT raises: the marker stays (reading it says why), or the view stalls."""
+    decides) to whole recompute (`fallback.heal`); or why it cannot be switched, or what its
+    SELECT raises (the view then stalls, and reading it says why)."""
     try:
         with savepoint(conn):
-            return fallback.heal(conn, view, marker)
+            healed = fallback.heal(conn, view, marker)
     except ENVIRONMENT_ERRORS:
         raise
-    except Exception:
-        return None
+    except Exception as exc:
+        return describe(exc)
+    return "it cannot be recomputed whole" if healed is None else healed
 
 
 def _recomputed_after(conn: apsw.Connection, view: View, exc: Exception) -> tuple[ZSet[bytes], StateStore] | None:
