@@ -302,9 +302,7 @@ def _load(
         load.create_sql,
         load.columns,
         staging_dir,
-        tuple(
-            (j.name, j.sql, j.plan is not None and j.plan.kind == "rows" and not j.plan.distinct) for j in partitioned
-        ),
+        _exported(partitioned),
         fail_partition,
         tuple(dict.fromkeys(keys)),
         buckets,
@@ -322,6 +320,12 @@ def _load(
     load.parts = [str(p["path"]) for p in parts]
     load.rows = sum(int(p["rows"]) for p in parts)
     return out
+
+
+def _exported(jobs: list[ViewJob]) -> tuple[tuple[str, str, bool], ...]:
+    """The views a Spark task creates and exports (`tasks.LoadSpec.views`): only row views need
+    their rows exported; an aggregate's or DISTINCT's follow from the merged state."""
+    return tuple((j.name, j.sql, j.plan is not None and j.plan.kind == "rows" and not j.plan.distinct) for j in jobs)
 
 
 def _run_buckets(
@@ -353,7 +357,7 @@ def _run_buckets(
             staging_dir,
             tables,
             key.collation,
-            tuple((j.name, j.sql, j.plan is not None and j.plan.kind == "rows" and not j.plan.distinct) for j in views),
+            _exported(views),
         )
         source = sources[0]
         out = spark_call(

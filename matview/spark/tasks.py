@@ -25,7 +25,7 @@ import apsw
 import pyarrow as pa
 
 import matview
-from matview import fallback, names
+from matview import names
 from matview.evaluator import Evaluator
 from matview.names import quote
 from matview.operators.aggregate import GROUPS_OP, Aggregate
@@ -132,11 +132,7 @@ def export_views(raw: apsw.Connection, views: tuple[tuple[str, str, bool], ...])
     for name, sql, with_rows in views:
         # the incremental plan's partial state, whatever this part holds: a result only SQLite's
         # scan order decides is the driver's to meet, in the merged state (`fallback`)
-        saved, fallback.FALL_BACK_TO_WHOLE = fallback.FALL_BACK_TO_WHOLE, False
-        try:
-            conn.execute(f"CREATE MATERIALIZED VIEW {quote(name)} AS {sql}")
-        finally:
-            fallback.FALL_BACK_TO_WHOLE = saved
+        conn.execute(f"CREATE MATERIALIZED VIEW {quote(name)} WITH (recompute = 'never') AS {sql}")
         rows: list[dict[str, Any]] = []
         queries = (
             ("state", f"SELECT operator_id, key, value FROM {quote(names.state_table(name))}"),

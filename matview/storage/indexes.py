@@ -92,12 +92,19 @@ def _occurrences(node: Any, source: FromClause) -> set[int]:
     return {ref[0] for ref in refs if ref is not None}
 
 
-def scanned_occurrences(conn: apsw.Connection, term: str, params: dict[str, int], aliases: list[str]) -> set[int]:
-    """The occurrences (by alias) EXPLAIN QUERY PLAN shows as a SCAN or an automatic index."""
+def term_reads(
+    conn: apsw.Connection, term: str, params: dict[str, int], aliases: list[str]
+) -> tuple[set[int], list[str]]:
+    """What EXPLAIN QUERY PLAN shows `term` reading: the occurrences (by alias) it scans or
+    reads through an automatic index, and the matview indexes (`index_name`) it searches."""
     scanned: set[int] = set()
+    own: list[str] = []
     for row in conn.execute(f"EXPLAIN QUERY PLAN {term}", params):
         detail = str(row[-1])
         words = detail.split()
+        for before, word in itertools.pairwise(words):
+            if before == "INDEX" and word.startswith(f"{names.PREFIX}ix_") and word not in own:
+                own.append(word)
         if len(words) < 2 or words[0] not in ("SCAN", "SEARCH"):
             continue
         if words[0] == "SEARCH" and "AUTOMATIC" not in detail:
@@ -106,18 +113,7 @@ def scanned_occurrences(conn: apsw.Connection, term: str, params: dict[str, int]
         for index, alias in enumerate(aliases):
             if alias == name:
                 scanned.add(index)
-    return scanned
-
-
-def own_indexes_read(conn: apsw.Connection, term: str, params: dict[str, int]) -> list[str]:
-    """The matview indexes (`index_name`) EXPLAIN QUERY PLAN shows `term` reading."""
-    found: list[str] = []
-    for row in conn.execute(f"EXPLAIN QUERY PLAN {term}", params):
-        words = str(row[-1]).split()
-        for before, word in itertools.pairwise(words):
-            if before == "INDEX" and word.startswith(f"{names.PREFIX}ix_") and word not in found:
-                found.append(word)
-    return found
+    return scanned, own
 
 
 def index_name(table: str, probes: list[Probe]) -> str:
@@ -210,7 +206,7 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
             at = [i for i, o in enumerate(source.occurrences) if o.table.name == table]
             one_to_one = not (source.outer_on or source.root_recompute)
             delta_at = {at[position]} if position < len(at) and one_to_one else set()
-            scanned = scanned_occurrences(conn, term, params, aliases) - delta_at
+            scanned = term_reads(conn, term, params, aliases)[0] - delta_at
             for occurrence in sorted(scanned):
                 wanted = probes.get(occurrence)
                 if wanted and plan.auto_indexes:
@@ -221,11 +217,11 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
                     name = create_index(conn, table, wanted)
                     if name is not None and name not in created:
                         created.append(name)
-            still = scanned_occurrences(conn, term, params, aliases) - delta_at if scanned else set()
-            remaining += [f"a change of {table} scans {aliases[o]}" for o in sorted(still)]
-            # matview's indexes another view made that this term reads: its own too (so that the
-            # other view's DROP keeps them, `drop_unused`)
-            created += [name for name in own_indexes_read(conn, term, params) if name not in created]
+            # as planned now, its indexes made: what it still scans, and the matview indexes it
+            # reads — those another view made are its own too (that view's DROP keeps them)
+            still, read = term_reads(conn, term, params, aliases)
+            remaining += [f"a change of {table} scans {aliases[o]}" for o in sorted(still - delta_at)]
+            created += [name for name in read if name not in created]
     if source.outer_on and plan.auto_indexes:
         # the padding term counts, for each row ΔN reaches, its matches in ΔN: the nullable side's
         # delta log is probed by the join keys there (an inner loop), so it gets their index too
