@@ -34,8 +34,10 @@ from matview.operators.accumulators import (
     ScanOrderDependent,
     result_error_markers_sql,
 )
-from matview.operators.recompute import recomputed_delta
+from matview.operators.recompute import recomputed_delta, stored_rows
+from matview.operators.whole import whole_rows
 from matview.plan import Plan
+from matview.sql.validate import one_statement
 from matview.sql.whole import compile_whole
 from matview.storage import catalog, readable
 from matview.storage.catalog import ViewEntry
@@ -165,4 +167,27 @@ def heal(conn: apsw.Connection, view: View, marker: bytes) -> ZSet[bytes] | None
     delta = recomputed_delta(conn, view, store)
     view.table.apply(conn, delta)
     store.flush()
+    return delta
+
+
+def read_as_select(conn: apsw.Connection, view: View, pending: ZSet[bytes] | ScanOrderDependent) -> ZSet[bytes] | None:
+    """The pending ΔV a read of `view` merges, where the one the engine computed (`pending`,
+    or the tie it met) shows a marker a heal answers: the SELECT's rows now − the stored ones
+    (ΔV = Q(I(A)) − V), so the read is its SELECT's, also where it cannot fold and heal (in a
+    transaction, on a read-only connection, while another process writes). None where the
+    engine's ΔV stands (no such marker, or the view may not heal)."""
+    if not can_heal(view):
+        return None
+    if isinstance(pending, ScanOrderDependent):
+        marker: bytes | None = pending.marker if pending.marker in HEALED else None
+    else:
+        marker = marker_in_delta(view, pending)
+    if marker is None:
+        return None
+    # (the SELECT as it stands, not `whole_plan`'s: compiling one writes TEMP tables, which a
+    # read-only connection cannot; a SELECT no heal could recompute is still its own answer)
+    select, _tokens = one_statement(view.entry.sql)
+    delta = whole_rows(conn, replace(view.entry.plan, whole=select))
+    for row_key, weight in stored_rows(conn, view).items():
+        delta.add(row_key, -weight)
     return delta

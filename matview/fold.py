@@ -105,13 +105,28 @@ def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) ->
     for current, current_ranges in zip(order, ranges):
         _ranges, inputs = _inputs(conn, current, changes, current_ranges)
         store = StateStore(conn, current.name, writable=False)
-        delta = _view_delta(conn, current, inputs, store) if inputs else ZSet()
+        delta = _merged_delta(conn, current, inputs, store) if inputs else ZSet()
         if current is not view:
             upstream.write_delta(conn, current.name, len(current.entry.plan.columns), delta)
             registry.reader_delta_writes += 1
             changes[names.fold(current.name)] = len(delta)
     registry.pending_deltas[names.fold(view.name)] = ((key, conn.total_changes(), conn.data_version()), delta)
     return delta
+
+
+def _merged_delta(conn: apsw.Connection, view: View, inputs: Ranges, store: StateStore) -> ZSet[bytes]:
+    """The ΔV a read merges: the engine's, or where it shows a marker a heal answers, the
+    SELECT's rows − the stored ones (`fallback.read_as_select`: a read that cannot fold and
+    heal still reads as the SELECT)."""
+    try:
+        delta = _view_delta(conn, view, inputs, store)
+    except ScanOrderDependent as exc:
+        instead = fallback.read_as_select(conn, view, exc)
+        if instead is None:
+            raise
+        return instead
+    instead = fallback.read_as_select(conn, view, delta)
+    return delta if instead is None else instead
 
 
 def fold_view(

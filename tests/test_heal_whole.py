@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import apsw
 import pytest
 from oracle import MODES, assert_view_matches
 from stock import stock_sqlite3
@@ -243,3 +244,36 @@ def test_refresh_of_a_broken_view_reaches_its_subscribers(tmp_path: Path) -> Non
             for row, weight in change.rows:
                 mirror[name][row] += weight
         assert +mirror[name] == Counter(conn.execute(f"SELECT * FROM {name}").fetchall()), name
+
+
+@pytest.mark.parametrize("reader", ["transaction", "query_only", "locked"])
+def test_a_read_that_cannot_fold_reads_as_the_select(tmp_path: Path, reader: str) -> None:
+    """A stock client's commit leaves changes that meet a tie or a spelling pending; a read
+    that cannot fold them (inside a transaction, on a read-only connection, while another
+    connection holds the write lock) raised on the marker until the next fold (hunt 29). Its
+    pending ΔV is now the SELECT's rows − the stored ones, and the next fold heals."""
+    path = tmp_path / "r.db"
+    conn = make(path)
+    views = {"spelled": SPELLINGS, "names": DISTINCT, "tie": TIE}
+    for name, sql in views.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+    stock_sqlite3(path, ["INSERT INTO a (name, k) VALUES ('X', 2)", "INSERT INTO t (g, x) VALUES (1, 1.0)"])
+    if reader == "transaction":
+        conn.execute("BEGIN")
+        check(conn, views)
+        conn.execute("ROLLBACK")
+    elif reader == "query_only":
+        read_only = matview.connect(str(path))
+        read_only.execute("PRAGMA query_only = 1")
+        check(read_only, views)
+        read_only.close()
+    else:
+        writer = apsw.Connection(str(path))
+        writer.execute("BEGIN IMMEDIATE")
+        check(conn, views)
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert not any(whole(conn, name) for name in views)  # (nothing folded yet)
+    conn.execute("INSERT INTO b VALUES (3, 1)")
+    check(conn, views)
+    assert all(whole(conn, name) for name in views)

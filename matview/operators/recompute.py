@@ -62,7 +62,8 @@ def should_recompute(conn: apsw.Connection, view: View, pending: int) -> bool:
     return 2 * pending >= size
 
 
-def _stored(conn: apsw.Connection, view: View) -> ZSet[bytes]:
+def stored_rows(conn: apsw.Connection, view: View) -> ZSet[bytes]:
+    """The view's stored Z-set: each row's key and weight."""
     stored: ZSet[bytes] = ZSet()
     key, weight = quote(names.KEY), quote(names.WEIGHT)
     for row_key, count in conn.execute(f"SELECT {key}, {weight} FROM {view.table.table}"):
@@ -86,6 +87,6 @@ def recomputed_delta(conn: apsw.Connection, view: View, store: StateStore) -> ZS
         for row_key, count in rows:
             fresh.add(bytes(row_key), count)
     delta = ZSet(fresh.items())
-    for row_key, weight in _stored(conn, view).items():
+    for row_key, weight in stored_rows(conn, view).items():
         delta.add(row_key, -weight)
     return delta
