@@ -17,10 +17,11 @@ import apsw
 from matview import names
 from matview.db import scalar
 from matview.errors import Error
-from matview.keys import row_key, row_of
+from matview.keys import row_of
 from matview.names import quote
 from matview.plan import OutputColumn
 from matview.storage import readable
+from matview.storage.codec import pack
 from matview.zset import ZSet
 
 ROW_KEY_FUNCTION = "__dbsp_row_key"
@@ -31,8 +32,9 @@ class Inconsistent(Error):
 
 
 def row_key_sql(*values: Any) -> bytes:
-    """SQL function: the identity key of a row (as `keys.row_key`)."""
-    return row_key(values)
+    """SQL function: the identity key of a row (as `keys.row_key`; `values` is a tuple
+    already, and this runs once per row of a CREATE, so it encodes it directly)."""
+    return pack(values)
 
 
 class ViewTable:
