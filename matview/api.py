@@ -18,10 +18,10 @@ from typing import Any
 
 import apsw
 
-from matview import base_ddl, feed, lifecycle, names, progress, upstream
+from matview import base_ddl, feed, lifecycle, names, owner_heal, progress, upstream
 from matview.db import describe, raising_user_function, scalar
 from matview.errors import Error, SchemaChanged
-from matview.fold import fold_pending_deltas, pending_count
+from matview.fold import pending_count
 from matview.names import fold, is_node, quote, view_table
 from matview.operators import aggregate_sql
 from matview.operators.exact_extrema import register_exact_extrema
@@ -368,7 +368,8 @@ class Connection:
         last_rowid = self.apsw.last_insert_rowid()
         if self._changes is None:
             self._changes = self.apsw.changes()
-        fold_pending_deltas(self.apsw, self.registry, views, self._feed.record if self._feed.active else None)
+        listener = self._feed.record if self._feed.active else None
+        owner_heal.fold_healing_owners(self.apsw, self.registry, views, listener)
         self.apsw.set_last_insert_rowid(last_rowid)
 
     def _catch_up(self) -> None:

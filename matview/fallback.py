@@ -78,6 +78,14 @@ def can_heal(view: View) -> bool:
     )
 
 
+def may_heal_owner(view: View) -> bool:
+    """Whether `view`, one of the user's views whose internal node met a marker a whole
+    recompute answers, may be recomputed whole instead (its nodes dropped): as `can_heal`,
+    nodes aside."""
+    plan = view.entry.plan
+    return FALL_BACK_TO_WHOLE and not plan.whole and not plan.recompute_never and not names.is_node(view.name)
+
+
 def _marks(view: View) -> bool:
     """Whether the view's operators can store a marker: an aggregate's results, DISTINCT's
     and set operations' shown variants."""
@@ -172,18 +180,21 @@ def heal(conn: apsw.Connection, view: View, marker: bytes) -> ZSet[bytes] | None
 
 def read_as_select(conn: apsw.Connection, view: View, pending: ZSet[bytes] | ScanOrderDependent) -> ZSet[bytes] | None:
     """The pending ΔV a read of `view` merges, where the one the engine computed (`pending`,
-    or the tie it met) shows a marker a heal answers: the SELECT's rows now − the stored ones
-    (ΔV = Q(I(A)) − V), so the read is its SELECT's, also where it cannot fold and heal (in a
-    transaction, on a read-only connection, while another process writes). None where the
-    engine's ΔV stands (no such marker, or the view may not heal)."""
+    or the tie it met) shows a marker a heal answers: `select_delta`, so the read is its
+    SELECT's also where it cannot fold and heal (in a transaction, on a read-only connection,
+    while another process writes). None where the engine's ΔV stands (no such marker, or the
+    view may not heal)."""
     if not can_heal(view):
         return None
     if isinstance(pending, ScanOrderDependent):
         marker: bytes | None = pending.marker if pending.marker in HEALED else None
     else:
         marker = marker_in_delta(view, pending)
-    if marker is None:
-        return None
+    return None if marker is None else select_delta(conn, view)
+
+
+def select_delta(conn: apsw.Connection, view: View) -> ZSet[bytes]:
+    """The SELECT's rows now − the stored ones (ΔV = Q(I(A)) − V), without writing."""
     # (the SELECT as it stands, not `whole_plan`'s: compiling one writes TEMP tables, which a
     # read-only connection cannot; a SELECT no heal could recompute is still its own answer)
     select, _tokens = one_statement(view.entry.sql)

@@ -105,7 +105,17 @@ def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) ->
     for current, current_ranges in zip(order, ranges):
         _ranges, inputs = _inputs(conn, current, changes, current_ranges)
         store = StateStore(conn, current.name, writable=False)
-        delta = _merged_delta(conn, current, inputs, store) if inputs else ZSet()
+        try:
+            delta = _merged_delta(conn, current, inputs, store) if inputs else ZSet()
+        except ScanOrderDependent as exc:
+            if not _node_tie_read_whole(current, view, exc.marker):
+                raise
+            delta = fallback.select_delta(conn, view)
+            break
+        if _node_tie_read_whole(current, view, fallback.marker_in_delta(current, delta)):
+            # (its owner is recomputed whole at the next fold: `owner_heal`)
+            delta = fallback.select_delta(conn, view)
+            break
         if current is not view:
             upstream.write_delta(conn, current.name, len(current.entry.plan.columns), delta)
             registry.reader_delta_writes += 1
@@ -127,6 +137,17 @@ def _merged_delta(conn: apsw.Connection, view: View, inputs: Ranges, store: Stat
         return instead
     instead = fallback.read_as_select(conn, view, delta)
     return delta if instead is None else instead
+
+
+def _node_tie_read_whole(current: View, view: View, marker: bytes | None) -> bool:
+    """Whether a read of `view`, whose internal node (or one a view it reads has) `current`
+    met `marker`, reads its SELECT instead (`fallback.select_delta`)."""
+    return (
+        marker in fallback.HEALED
+        and current is not view
+        and names.is_node(current.name)
+        and fallback.may_heal_owner(view)
+    )
 
 
 def fold_view(
@@ -173,6 +194,8 @@ def fold_view(
         if refolded is None and isinstance(exc, ScanOrderDependent) and fallback.can_heal(view):
             healed = _healed(conn, view, exc.marker)
             refolded = None if isinstance(healed, str) else (healed, StateStore(conn, view.name, writable=True))
+        if refolded is None and isinstance(exc, ScanOrderDependent) and names.is_node(view.name):
+            view.tied = exc.marker if exc.marker in fallback.HEALED else None  # (its owner may heal)
         if refolded is None:
             view.stalled = f"materialized view {view.name} cannot be folded: {describe(exc)}"
             view.stalled_on = tuple(ranges)
@@ -339,6 +362,10 @@ def _fold_together(
                 if folded is None:
                     raise _GroupStalled(view.stalled)
                 ranges, delta = folded
+                if names.is_node(view.name):
+                    view.tied = fallback.marker_in_delta(view, delta)
+                    if view.tied is not None:  # (its owner may heal: `tied_owners`)
+                        raise _GroupStalled(f"cannot be folded: {fallback.HEALED[view.tied]}")
                 ranges_of.append(ranges)
                 if listener is not None:
                     listener(view, delta)  # inside the savepoint: a stalled group records nothing
@@ -351,6 +378,10 @@ def _fold_together(
                     changes[names.fold(view.name)] = len(delta)
                     written[names.fold(view.name)] = (view, delta)
     except _GroupStalled as stalled:
+        for node in group:
+            owner = registry.owner_of(node) if node.tied is not None else None
+            if owner is not None and fallback.may_heal_owner(owner):
+                owner.tied = node.tied
         _stall(group, str(stalled))
         for view in group:
             if view.stalled_on is None and view.stalled:

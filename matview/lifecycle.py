@@ -426,7 +426,7 @@ def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
     view = registry.get(name)
     if view is None:
         raise Error(f"no such materialized view: {name}")
-    for own in [*_own_nodes(registry, view), view]:
+    for own in [*registry.own_nodes(view), view]:
         changed = plain_view_change(conn, name, own.entry.plan)
         if changed is not None:  # (rebuilt, it would read the new definition's tables, uncaptured)
             raise Error(changed)
@@ -434,7 +434,7 @@ def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
         others: dict[str, View] = {}
         # the tables it reads, those its internal nodes read too (a table read only through a
         # node is in the node's plan, not in the view's)
-        reads = [(table, v) for v in [*_own_nodes(registry, view), view] for table in v.entry.plan.base_tables]
+        reads = [(table, v) for v in [*registry.own_nodes(view), view] for table in v.entry.plan.base_tables]
         for table, reader in reads:
             info = read_table(conn, table)
             stale = tuple(tuple(c) for c in info.signature) != reader.entry.plan.signature(table)
@@ -447,7 +447,7 @@ def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
                 remove_capture(conn, table)
                 install_capture(conn, info)
         # its internal nodes first (they are its own state)
-        for node in _own_nodes(registry, view):
+        for node in registry.own_nodes(view):
             _rebuild(conn, registry, node)
             others.pop(fold(node.name), None)
         _rebuild(conn, registry, view)
@@ -472,16 +472,6 @@ def _rebuild_sharing(conn: apsw.Connection, registry: Registry, rebuilt: list[Vi
         except (Error, apsw.Error) as exc:
             reason = str(exc) if isinstance(exc, Error) else f"materialized view {other.name}: {describe(exc)}"
             catalog.update_plan(conn, other.name, replace(other.entry.plan, needs_refresh=reason))
-
-
-def _own_nodes(registry: Registry, view: View) -> list[View]:
-    """The internal nodes of a view, theirs too, upstream first."""
-    found: list[View] = []
-    for name in view.entry.plan.internal_nodes:
-        node = registry.get(name)
-        if node is not None:
-            found += [*_own_nodes(registry, node), node]
-    return found
 
 
 def _shown(columns: tuple[OutputColumn, ...]) -> list[tuple[str, str, str]]:

@@ -61,6 +61,10 @@ class View:
     stalled: str | None = None  # why this connection cannot fold it now; its deltas stay pending
     #: a fold that raised: the pending ranges it failed on (new changes make the next fold retry)
     stalled_on: tuple[tuple[str, int, int], ...] | None = None
+    #: a result only SQLite's scan order decides (`fallback.HEALED`) that a fold met: in this
+    #: internal node, or (on the user's view) in one of its nodes, so that the view is to be
+    #: recomputed whole (`owner_heal.recompute_whole_instead`)
+    tied: bytes | None = None
 
     @property
     def name(self) -> str:
@@ -311,6 +315,23 @@ class Registry:
                 found[fold(current.name)] = current
                 todo += self.dependents_of(current)
         return self.upstream_first(list(found.values()))
+
+    def own_nodes(self, view: View) -> list[View]:
+        """The internal nodes of a view, theirs too, upstream first."""
+        found: list[View] = []
+        for name in view.entry.plan.internal_nodes:
+            node = self.get(name)
+            if node is not None:
+                found += [*self.own_nodes(node), node]
+        return found
+
+    def owner_of(self, node: View) -> View | None:
+        """The user's view an internal node is part of (through the nodes that own it)."""
+        current: View | None = node
+        while current is not None and is_node(current.name):
+            name = fold(current.name)
+            current = next((v for v in self.views.values() if name in map(fold, v.entry.plan.internal_nodes)), None)
+        return current
 
     def upstream_order(self, view: View) -> list[View]:
         """The views `view` reads, directly or not, upstream first; then `view`."""
