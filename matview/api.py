@@ -18,7 +18,7 @@ from typing import Any
 
 import apsw
 
-from matview import base_ddl, feed, lifecycle, names, owner_heal, progress, upstream
+from matview import base_ddl, fallback, feed, lifecycle, names, owner_heal, progress, replan, upstream
 from matview.db import describe, raising_user_function, scalar
 from matview.errors import Error, SchemaChanged
 from matview.fold import pending_count
@@ -128,6 +128,8 @@ class Connection:
             base_ddl.refuse(self.apsw, self.registry, sql)
         if word in _WRITES and self.registry.lost_capture:
             self._repair_capture()
+        if views and statements.changes_plans(sql) and not statements.is_temporary(sql):
+            return self._replanning(sql, params)
         if word in _FOLD_BEFORE and not self.apsw.get_autocommit():
             self._fold(commit=True)
         elif word in _WRITES and self.apsw.get_autocommit() and views:
@@ -301,6 +303,9 @@ class Connection:
                 self._fold(commit=False)
                 before = self._stored_before_rebuild()
                 lifecycle.refresh_view(self.apsw, self.registry, statement.name)
+                self.registry.sync()
+                if self.registry.replan_due and fallback.FALL_BACK_TO_WHOLE:  # (rebuilt, still broken by an index)
+                    replan.keep_views_readable(self.apsw, self.registry)
                 self._record_rebuilt(before)
 
     def _create_index_on_view(self, index: statements.CreateIndex) -> Rows:
@@ -331,6 +336,18 @@ class Connection:
             self._record_rebuilt(before)
         self.registry.sync_shadows()
         return Rows([])
+
+    def _replanning(self, sql: str, params: Any) -> Rows:
+        """CREATE/DROP INDEX, ANALYZE: run with the repair of the views whose scan order or ties
+        it changes (`replan`), in one transaction; their subscribers get the change."""
+        with self._writing():
+            self._fold(commit=False)  # (the repair recomputes from the tables as they stand)
+            before = self._stored_before_rebuild()
+            rows = Rows(list(self._run(sql, params)))
+            replan.keep_views_readable(self.apsw, self.registry)
+            self._record_rebuilt(before)
+        self.registry.sync_shadows()
+        return rows
 
     # -- folding ----------------------------------------------------------------------
     def _views_to_fold(self, commit: bool) -> list[View]:
@@ -368,6 +385,11 @@ class Connection:
         last_rowid = self.apsw.last_insert_rowid()
         if self._changes is None:
             self._changes = self.apsw.changes()
+        if self.registry.replan_due and fallback.FALL_BACK_TO_WHOLE:  # (another client's index, ANALYZE)
+            before = self._stored_before_rebuild()
+            replan.keep_views_readable(self.apsw, self.registry)
+            self._record_rebuilt(before)
+            views = [found for view in views if (found := self.registry.get(view.name)) is not None]
         listener = self._feed.record if self._feed.active else None
         owner_heal.fold_healing_owners(self.apsw, self.registry, views, listener)
         self.apsw.set_last_insert_rowid(last_rowid)

@@ -169,7 +169,13 @@ def populate_checked(
 def heal(conn: apsw.Connection, view: View, marker: bytes) -> ZSet[bytes] | None:
     """Switch `view` (whose stored rows hold `marker`) to whole recompute and bring its rows
     to its SELECT's: the ΔV applied, or None where it cannot be switched."""
-    if marker not in HEALED or not switch_to_whole(conn, view, HEALED[marker]):
+    return make_whole(conn, view, HEALED[marker]) if marker in HEALED else None
+
+
+def make_whole(conn: apsw.Connection, view: View, reason: str) -> ZSet[bytes] | None:
+    """Switch `view` to whole recompute, for `reason`, and bring its rows to its SELECT's (ΔV =
+    Q(I(A)) − V): the ΔV applied, or None where it cannot be switched."""
+    if not switch_to_whole(conn, view, reason):
         return None
     store = StateStore(conn, view.name, writable=True)
     delta = recomputed_delta(conn, view, store)

@@ -171,9 +171,9 @@ def create_view(
             readable.create_plain_view(conn, name, plan)
             readable.drop_shadow(conn, name)
             readable.create_shadow(conn, name, plan, None)  # (the next statement makes it a shadow view)
-            _rebuild_sharing(conn, registry, [], sharing)
+            rebuild_sharing(conn, registry, [], sharing)
             if plan.indexes:
-                _recompute_replanned(conn, registry, plan.base_tables)
+                recompute_replanned(conn, registry, plan.base_tables)
     except _RefusedOnceCompiled as refusal:
         # a refusal only the compiled plan could find (SQLite's scan order through an index): by
         # default recomputed whole instead, as a refusal of the front end is
@@ -373,7 +373,7 @@ def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: b
         still_used = {i for other in registry.sync().values() for i in other.entry.plan.indexes}
         drop_unused_indexes(conn, view.entry.plan.indexes, still_used)
         if set(view.entry.plan.indexes) - still_used:
-            _recompute_replanned(conn, registry, view.entry.base_tables)
+            recompute_replanned(conn, registry, view.entry.base_tables)
         for table in view.entry.base_tables:
             if not registry.views_on(table):
                 remove_capture(conn, table)
@@ -382,7 +382,7 @@ def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: b
     registry.invalidate()
 
 
-def _recompute_replanned(conn: apsw.Connection, registry: Registry, tables: Sequence[str]) -> None:
+def recompute_replanned(conn: apsw.Connection, registry: Registry, tables: Sequence[str]) -> None:
     """matview's own join-key indexes, made or dropped for another view, can change how SQLite
     plans a view recomputed whole over the same tables, and so which tied rows its SELECT keeps
     (`whole.replanned_otherwise`): such a view is recomputed here, in the same transaction,
@@ -452,11 +452,11 @@ def refresh_view(conn: apsw.Connection, registry: Registry, name: str) -> None:
             others.pop(fold(node.name), None)
         _rebuild(conn, registry, view)
         others.pop(fold(view.name), None)
-        _rebuild_sharing(conn, registry, [view], others)
+        rebuild_sharing(conn, registry, [view], others)
     registry.invalidate()
 
 
-def _rebuild_sharing(conn: apsw.Connection, registry: Registry, rebuilt: list[View], others: dict[str, View]) -> None:
+def rebuild_sharing(conn: apsw.Connection, registry: Registry, rebuilt: list[View], others: dict[str, View]) -> None:
     """Rebuild `others`, views whose base table's capture was rebuilt (their progress in the old
     delta log means nothing any more), and the views over them and over `rebuilt` (they read
     storage that changed without a ΔV), upstream first. One that cannot be rebuilt (its columns

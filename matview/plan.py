@@ -159,9 +159,10 @@ class Plan:
     root_recompute: bool = False  # outer join chains: ΔV recomputes the rows of the root's reached rows
     root: int = 0  # root_recompute: the occurrence each output row comes from one row of (`FromClause.root`)
     from_template: Template = ()  # the FROM clause alone (root_recompute: which first-table rows a change reaches)
-    #: per outermost subquery: the occurrences its FROM reads, its `FROM … WHERE …`, and whether that
-    #: can join the outer FROM (no name clash) instead of an EXISTS (see `subqueries`, `partition`)
-    subquery_reach: tuple[tuple[tuple[int, ...], Template, bool], ...] = ()
+    #: per outermost subquery: the occurrences its FROM reads, its `FROM … WHERE …`, whether that
+    #: can join the outer FROM (no name clash) instead of an EXISTS, and for `x IN (SELECT col …)`
+    #: the operands that reach rows by value (`sql.membership`; see `subqueries`, `partition`)
+    subquery_reach: tuple[tuple[tuple[int, ...], Template, bool, tuple[str, str] | None], ...] = ()
     subquery_probes: tuple[tuple[str, str, str], ...] = ()  # (table, column, collation) subqueries compare by `=`
     #: root_recompute: the outer WHERE's conjuncts without a subquery, ANDed — a row that fails them
     #: gives no view row in any state, so the reach queries may skip it (and SQLite may use them to
@@ -256,7 +257,13 @@ class Plan:
         data["subquery_probes"] = tuple(tuple(p) for p in data.get("subquery_probes", ()))
         data["image_keys"] = tuple((t, tuple(k), bool(n)) for t, k, n in data.get("image_keys", ()))
         data["subquery_reach"] = tuple(
-            (tuple(r[0]), tuple(r[1]), bool(r[2]) if len(r) > 2 else False) for r in data.get("subquery_reach", ())
+            (
+                tuple(r[0]),
+                tuple(r[1]),
+                bool(r[2]) if len(r) > 2 else False,
+                (str(r[3][0]), str(r[3][1])) if len(r) > 3 and r[3] else None,
+            )
+            for r in data.get("subquery_reach", ())
         )
         for name in ("group_collations", "post_exprs", "stage1", "sources", "from_template", *optional):
             data[name] = tuple(data[name])

@@ -86,6 +86,9 @@ class Registry:
         self._replans_waiting = False  # a plan check of a view over views waits for the shadows
         self._functions: frozenset[str] | None = None
         self._dependents: dict[str, list[View]] | None = None  # per view (folded name): the views reading it
+        #: some view is broken by how SQLite now reads its tables (another client's CREATE INDEX or
+        #: ANALYZE), which a write transaction can repair (`replan.keep_views_readable`)
+        self.replan_due = False
         self._linked: bool | None = None  # whether some view of the file reads another
         self._groups: dict[tuple[str, ...], list[list[str]]] = {}  # `fold_groups` of a list of views, by name
         #: per view: the last pending ΔV a reader computed, and what it depended on (see `fold`)
@@ -173,6 +176,7 @@ class Registry:
         entries = catalog.load_views(self.conn)
         views: dict[str, View] = {}
         self.lost_capture = {}
+        self.replan_due = False
         for key, entry in entries.items():
             old = self.views.get(key)
             if old is not None and old.entry.sql == entry.sql and old.entry.plan == entry.plan:
@@ -189,6 +193,8 @@ class Registry:
             if not view.broken and view.circuit.first_rows:
                 problem = variant_order_problem(self.conn, entry.plan, entry.sql)
                 view.broken = None if problem is None else f"materialized view {entry.name}: {problem}"
+            if view.broken and self._scan_order_broken(view):
+                self.replan_due = True
             views[key] = view
         self.views = views
         self._dependents = None
@@ -224,11 +230,22 @@ class Registry:
                 self._replans_waiting = True
                 continue
             if not view.broken and not view.stalled and view.entry.plan.whole and self._replanned(view.entry):
+                self.replan_due = True
                 view.broken = (
                     f"materialized view {view.name}: SQLite now plans its SELECT otherwise (an index was created "
                     "or dropped, or ANALYZE ran), and so decides its ties otherwise: REFRESH MATERIALIZED VIEW "
                     f"{view.name}"
                 )
+
+    def _scan_order_broken(self, view: View) -> bool:
+        """Whether a broken view is broken by SQLite's scan order alone (an index, statistics),
+        in a way switching it to whole recompute repairs (`replan`)."""
+        plan = view.entry.plan
+        healable = not (plan.whole or plan.recompute_never or plan.internal_nodes or is_node(view.name))
+        return healable and (
+            (view.circuit.first_rows and variant_order_problem(self.conn, plan, view.entry.sql) is not None)
+            or concat_order_problem(self.conn, plan, view.entry.sql) is not None
+        )
 
     def _replanned(self, entry: ViewEntry) -> bool:
         """A view recomputed whole whose SELECT SQLite now plans otherwise, with other rows, and

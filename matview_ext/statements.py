@@ -144,6 +144,15 @@ def names_temp(sql: str) -> bool:
     return _TEMP_QUALIFIED.match(sql) is not None
 
 
+_DROP_INDEX = re.compile(_LEAD + r"DROP\s+INDEX\b", re.IGNORECASE)
+
+
+def changes_plans(sql: str) -> bool:
+    """CREATE INDEX, DROP INDEX, ANALYZE or `PRAGMA optimize`: SQLite may read a table otherwise
+    afterwards (`matview.replan`)."""
+    return changes_statistics(sql) or _CREATE_INDEX.match(sql) is not None or _DROP_INDEX.match(sql) is not None
+
+
 def changes_statistics(sql: str) -> bool:
     """ANALYZE or `PRAGMA optimize`: new statistics, which may change SQLite's plans."""
     word = first_word(sql)

@@ -2,8 +2,9 @@
 (`amount > (SELECT avg(amount) FROM orders)` over orders) would recompute every row at every
 write of that table, row by row: it is recomputed whole instead, one run of its SELECT
 (`partition.every_root_table`, `lifecycle._compile_with_nodes`; on for users, on here by the
-`fall_back_to_whole` mark). Correlated subqueries, and uncorrelated ones over other tables, stay
-incremental; `recompute = 'never'` keeps the incremental plan; REFRESH keeps the choice."""
+`fall_back_to_whole` mark). Correlated subqueries, uncorrelated ones over other tables, and
+`x IN (SELECT col …)` (a change reaches the rows whose x it moves in or out) stay incremental;
+`recompute = 'never'` keeps the incremental plan; REFRESH keeps the choice."""
 
 from __future__ import annotations
 
@@ -34,13 +35,14 @@ WHOLE = {
     "above_avg_grouped": "SELECT status, count(*), sum(amount) FROM orders "
     "WHERE amount > (SELECT avg(amount) FROM orders) GROUP BY status",
     "gap_to_max": "SELECT id, amount - (SELECT max(amount) FROM orders) AS gap FROM orders",
-    "same_table_in": "SELECT id FROM orders WHERE customer_id IN (SELECT customer_id FROM orders "
-    "WHERE status = 'done')",
     "joined": "SELECT o.id, c.region FROM orders o JOIN customers c ON c.id = o.customer_id "
     "WHERE o.amount >= (SELECT avg(amount) FROM orders)",
 }
 
 INCREMENTAL = {
+    # (a change reaches the rows whose customer_id it moves in or out of the set: `sql.membership`)
+    "same_table_in": "SELECT id FROM orders WHERE customer_id IN (SELECT customer_id FROM orders "
+    "WHERE status = 'done')",
     "correlated": "SELECT id FROM orders o WHERE 1 < (SELECT count(*) FROM orders i "
     "WHERE i.customer_id = o.customer_id)",
     "other_table": "SELECT id FROM orders WHERE customer_id NOT IN (SELECT id FROM customers)",

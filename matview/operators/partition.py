@@ -29,6 +29,7 @@ from matview import names
 from matview.names import quote
 from matview.plan import WEIGHT, Plan, Template, render
 from matview.sql.from_items import JOIN_WORDS, OUTER_WORDS
+from matview.sql.membership import reach_conditions
 from matview.sql.sqltext import Token, depth_walk, has_where_clause, split_conjuncts, tokenize
 from matview.sql.subqueries import has_subquery
 from matview.storage import kept_rows
@@ -71,10 +72,11 @@ def every_root_table(conn: apsw.Connection, plan: Plan) -> str | None:
     for j in range(top, len(plan.sources)):
         if plan.sources[j] not in outer:
             continue
-        templates = [template for numbers, template, _join in plan.subquery_reach if j in numbers]
-        if not templates:  # (a nested subquery's or an ON condition's table: every root, see `_root_queries`)
+        reaches = [reach for reach in plan.subquery_reach if j in reach[0]]
+        if not reaches:  # (a nested subquery's or an ON condition's table: every root, see `_root_queries`)
             return plan.sources[j]
-        for template in templates:
+        # (`x IN (SELECT col …)` reaches the rows whose x a change moves in or out: not every root)
+        for template in [reach[1] for reach in reaches if reach[3] is None]:
             # (an IN reaches the outer rows by the value compared: its template is correlated by it)
             try:  # SQLite prepares it alone: it reads no column of the outer row
                 conn.execute(f"EXPLAIN SELECT 1 {render(template, **tables)}").fetchall()
@@ -214,15 +216,18 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
         if plan.sources[j] not in changed:
             continue
         # a subquery's table: the outer rows whose subquery reads a changed row (old or new)
-        templates = [(template, join) for numbers, template, join in plan.subquery_reach if j in numbers]
+        templates = [reach[1:] for reach in plan.subquery_reach if j in reach[0]]
         if not templates:  # read by a nested subquery or an ON condition: every row
             return None, rows_everywhere, rows_everywhere
         delta = {f"source{j}": terms.delta_source(plan.sources[j])}
-        for template, join in templates:
+        for template, join, operands in templates:
             for state in _states(new, old, changed, plan.sources[j], plan.sources):
                 inner = render(template, **{**state, **delta})
                 outer = render(plan.from_template, **state)
-                if join:  # the change leads: the outer rows are found by index from ΔX
+                if operands is not None:  # `x IN (SELECT col …)`: the rows its changed values reach
+                    for condition in reach_conditions(operands, inner):
+                        reached.append(f"SELECT {key} FROM {outer} WHERE {also}{condition}")
+                elif join:  # the change leads: the outer rows are found by index from ΔX
                     tail = inner[len("FROM") :]
                     if plan.reach_filter:
                         tail += f" {'AND' if has_where_clause(tail) else 'WHERE'} {plan.reach_filter}"

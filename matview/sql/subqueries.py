@@ -22,6 +22,7 @@ from matview.names import fold, quote
 from matview.plan import Plan, Template, render
 from matview.sql.from_clause import FromClause, Occurrence
 from matview.sql.from_items import FromItem, read_from_items
+from matview.sql.membership import Membership, in_reach, membership
 from matview.sql.sqltext import (
     SET_OPERATIONS,
     Span,
@@ -60,32 +61,36 @@ def has_subquery(text: str) -> bool:
     )
 
 
-#: a subquery that no other subquery encloses: the occurrences its own FROM reads, and its
-#: `FROM … [WHERE …]` as a template (which rows of the outer query a change of one reaches)
-SubqueryReach = tuple[tuple[int, ...], Template]
+#: a subquery that no other subquery encloses: the occurrences its own FROM reads, its
+#: `FROM … [WHERE …]` as a template (which rows of the outer query a change of one reaches),
+#: and, for an uncorrelated-looking `x IN (SELECT col …)`, its operands (`sql.membership`)
+SubqueryReach = tuple[tuple[int, ...], Template, Membership | None]
 
 
 def placeholders_in_subqueries(
     conn: apsw.Connection, template: Template, first: int
-) -> tuple[Template, list[Occurrence], list[SubqueryReach], list[tuple[str, str, str]]]:
+) -> tuple[Template, list[Occurrence], list[SubqueryReach], list[tuple[str, str, str]], list[tuple[str, str]]]:
     """`template` with every base table a subquery reads replaced by a placeholder
     `source<k> AS "alias"` (k from `first` on); those occurrences in order; and the reach
-    templates of the outermost subqueries; and the (table, column, collation) they probe."""
+    templates of the outermost subqueries; and the (table, column, collation) they probe; and
+    the (qualifier, column) of outer rows they compare by `=` (`_outer_columns`)."""
     occurrences: list[Occurrence] = []
     reaches: list[SubqueryReach] = []
     probes: list[tuple[str, str, str]] = []
+    correlations: list[tuple[str, str]] = []
     out: list[str] = []
     for position, part in enumerate(template):
         if position % 2:
             out.append(part)
             continue
-        pieces = _split(conn, part, first, occurrences, reaches, probes)  # numbers continue after `occurrences`
+        # (numbers continue after `occurrences`)
+        pieces = _split(conn, part, first, occurrences, reaches, probes, correlations)
         if out and len(out) % 2 == 1:  # the previous piece is a literal: join them
             out[-1] += pieces[0]
             out += pieces[1:]
         else:
             out += pieces
-    return tuple(out), occurrences, reaches, probes
+    return tuple(out), occurrences, reaches, probes, correlations
 
 
 def _probes(conn: apsw.Connection, text: str, where: Span, items: list[FromItem]) -> list[tuple[str, str, str]]:
@@ -113,6 +118,37 @@ def _probes(conn: apsw.Connection, text: str, where: Span, items: list[FromItem]
     return found
 
 
+def _outer_columns(text: str, where: Span, items: list[FromItem]) -> list[tuple[str, str]]:
+    """(qualifier, column) of each outer column a subquery's WHERE compares by `=` with a column
+    of its own (`o.customer_id` in `c.id = o.customer_id`): a change of the subquery's tables
+    finds the outer rows it reaches by it (`operators.partition`), so an index on it serves."""
+    inner = {fold(item.alias) for item in items}
+    found = []
+    for left, right in equalities(text, where):
+        for side, other in ((left, right), (right, left)):
+            qualifier = _qualified_column(side)
+            if qualifier is not None and fold(qualifier) not in inner and _own_column(other, inner, len(items)):
+                found.append((qualifier, side[2].text))
+    return found
+
+
+def _qualified_column(tokens: tuple[Token, ...]) -> str | None:
+    """The qualifier of `q.column` (None: not that form)."""
+    names = (TokenType.VAR, TokenType.IDENTIFIER)
+    if len(tokens) == 3 and tokens[0].kind in names and tokens[1].kind == TokenType.DOT and tokens[2].kind in names:
+        return tokens[0].text
+    return None
+
+
+def _own_column(tokens: tuple[Token, ...], inner: set[str], tables: int) -> bool:
+    """Whether `tokens` are a column of the subquery's own tables: qualified by one of its
+    aliases, or unqualified where it reads one table."""
+    qualifier = _qualified_column(tokens)
+    if qualifier is not None:
+        return fold(qualifier) in inner
+    return len(tokens) == 1 and tokens[0].kind in (TokenType.VAR, TokenType.IDENTIFIER) and tables == 1
+
+
 def _split(
     conn: apsw.Connection,
     text: str,
@@ -120,6 +156,7 @@ def _split(
     occurrences: list[Occurrence],
     reaches: list[SubqueryReach],
     probes: list[tuple[str, str, str]],
+    correlations: list[tuple[str, str]],
 ) -> list[str]:
     """One literal piece of a template, cut at the table references of its subqueries (their
     sums made exact first: `exact_sum_renames`)."""
@@ -127,7 +164,8 @@ def _split(
     tokens = tokenize(text)
     depths = depth_walk(tokens)
     references: list[tuple[int, int, TableInfo, str, bool]] = []  # (start, end, table, alias, aliased)
-    selects: list[tuple[int, int, int, int, list[int]]] = []  # (first, end, FROM at, WHERE end, references)
+    # (first, end, FROM at, WHERE end, references, membership operands)
+    selects: list[tuple[int, int, int, int, list[int], Membership | None]] = []
     for index, token in enumerate(tokens):
         if token.kind == TokenType.WITH and index and tokens[index - 1].kind == TokenType.L_PAREN:
             raise UnsupportedQuery("WITH inside a subquery is not supported yet")
@@ -159,23 +197,25 @@ def _split(
         if stop < end and tokens[stop].kind == TokenType.WHERE:
             where = Span(text, tuple(tokens[i] for i in own if stop < i < where_end))
             probes.extend(_probes(conn, text, where, items))
+            correlations.extend(_outer_columns(text, where, items))
         # (the select list's aliases only: `FROM t AS u WHERE u.g = …` names its table's alias)
         aliases = {fold(tokens[i + 1].text) for i in own if tokens[i].kind == TokenType.ALIAS and i + 1 < from_at}
         if any(fold(tokens[i].text) in aliases for i in range(from_at, where_end) if tokens[i].is_name):
             mine = []  # its WHERE names its own select-list alias: no FROM … WHERE of its own to reach by
-        selects.append((index, end, from_at, where_end, mine))
+        operands = membership(text, tokens, depths, index, from_at, where_end, end)
+        selects.append((index, end, from_at, where_end, mine, operands))
     numbers = []
     for _start, _end, table, alias, _aliased in references:
         numbers.append(first + len(occurrences))
         occurrences.append(Occurrence(table, alias))
     edits = [(start, end, n, alias, aliased) for (start, end, _t, alias, aliased), n in zip(references, numbers)]
-    for begin, end, from_at, where_end, mine in selects:
+    for begin, end, from_at, where_end, mine, operands in selects:
         if any(other[0] < begin and end <= other[1] for other in selects):
             continue  # nested in another subquery: reached through that one
         if any(tokens[i].kind in (TokenType.LEFT, TokenType.RIGHT, TokenType.FULL) for i in range(from_at, where_end)):
             continue  # an outer join inside pads rows a change can add or remove: every row is reached
         lo, hi = tokens[from_at].start, tokens[where_end - 1].end
-        reaches.append((tuple(numbers[i] for i in mine), tuple(_template(text, edits, lo, hi))))
+        reaches.append((tuple(numbers[i] for i in mine), tuple(_template(text, edits, lo, hi)), operands))
     return _template(text, edits, 0, len(text))
 
 
@@ -243,7 +283,7 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
         raise UnsupportedQuery("a subquery in a view with a RIGHT JOIN is not supported yet (write it as a LEFT JOIN)")
     if source.outer_kind == "FULL":
         raise UnsupportedQuery("a subquery in a view with a FULL JOIN is not supported yet")
-    stage1, extra, reaches, probes = placeholders_in_subqueries(conn, plan.stage1, len(plan.sources))
+    stage1, extra, reaches, probes, correlations = placeholders_in_subqueries(conn, plan.stage1, len(plan.sources))
     # a subquery of an ON condition is in both the stage-1 SQL and the FROM clause's own text
     from_template = tuple(p if i % 2 else exact_sum_renames(conn, p) for i, p in enumerate(source.template))
     for occurrence in [*source.occurrences, *extra]:
@@ -283,7 +323,7 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
         # text: exact, NULLs and 1 vs 1.0 included)
         outer_key=tuple(c.name for c in root.columns) if root.materialized else root.stable_key or plan.outer_key,
         root_key_nullable=root.materialized or root.key_may_be_null,
-        subquery_probes=tuple(dict.fromkeys(probes)),
+        subquery_probes=tuple(dict.fromkeys([*probes, *_reached_by(source, reaches, correlations)])),
         outer_on="",
         outer_kind=source.outer_kind or "LEFT",
         from_template=from_template,
@@ -295,31 +335,67 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
     )
 
 
+def _reached_by(
+    source: FromClause, reaches: list[SubqueryReach], correlations: list[tuple[str, str]]
+) -> list[tuple[str, str, str]]:
+    """(table, column, collation) of the outer FROM's base tables that a change of a subquery's
+    tables finds outer rows by: the columns its WHERE correlates by `=`, and the left operand of
+    `x IN (SELECT col …)` (`sql.membership`). Indexed, a reach costs a SEARCH per changed row."""
+    columns = list(correlations)
+    for _numbers, _template, operands in reaches:
+        if operands is not None:
+            tokens = tuple(tokenize(operands[0]))
+            qualifier = _qualified_column(tokens)
+            columns.append((qualifier or "", tokens[-1].text))
+    found = []
+    for qualifier, name in columns:
+        owners = [
+            o.table
+            for o in source.occurrences
+            if (fold(o.alias) == fold(qualifier) if qualifier else o.table.column(name) is not None)
+        ]
+        if len(owners) == 1 and not owners[0].materialized:
+            column = owners[0].column(name)
+            if column is not None:
+                found.append((owners[0].name, column.name, column.collation))
+    return found
+
+
 def _joinable(
     conn: apsw.Connection,
     source: FromClause,
     extra: list[Occurrence],
     reaches: list[SubqueryReach],
     reach_filter: str,
-) -> tuple[tuple[tuple[int, ...], Template, bool], ...]:
+) -> tuple[tuple[tuple[int, ...], Template, bool, Membership | None], ...]:
     """Whether each subquery's `FROM … WHERE …` can join the outer FROM clause to find the rows
     it reaches, driven by the change (an EXISTS would visit every outer row). It can when no
     alias is in both, and the join prepares with the outer `reach_filter`: a name both scopes
-    know is ambiguous there (an error, never another binding)."""
+    know is ambiguous there (an error, never another binding). A membership test's operands
+    are kept where its reach (`partition`) prepares too."""
     everything = [*source.occurrences, *extra]
     tables = {f"source{i}": f"main.{quote(o.table.name)}" for i, o in enumerate(everything)}
     outer = render(source.template, **tables)
     outer_aliases = {fold(o.alias) for o in source.occurrences}
+    also = f"{reach_filter} AND " if reach_filter else ""
     found = []
-    for numbers, template in reaches:
+    for numbers, template, operands in reaches:
+        inner = render(template, **tables)
         joinable = not any(fold(everything[n].alias) in outer_aliases for n in numbers)
         if joinable:
-            try:
-                inner = render(template, **tables)[len("FROM") :]
-                joiner = "AND" if has_where_clause(inner) else "WHERE"
-                filtered = f" {joiner} {reach_filter}" if reach_filter else ""
-                conn.execute(f"EXPLAIN SELECT 1 FROM {outer}, {inner}{filtered}").fetchall()
-            except apsw.SQLError:
-                joinable = False
-        found.append((numbers, template, joinable))
+            joiner = "AND" if has_where_clause(inner) else "WHERE"
+            filtered = f" {joiner} {reach_filter}" if reach_filter else ""
+            joinable = _prepares(conn, f"SELECT 1 FROM {outer}, {inner[len('FROM') :]}{filtered}")
+        reach = f"SELECT 1 FROM {outer} WHERE {also}" + (in_reach(operands, inner) if operands else "1")
+        if operands is not None and not _prepares(conn, reach):
+            operands = None
+        found.append((numbers, template, joinable, operands))
     return tuple(found)
+
+
+def _prepares(conn: apsw.Connection, select: str) -> bool:
+    try:
+        conn.execute(f"EXPLAIN {select}").fetchall()
+    except apsw.SQLError:
+        return False
+    return True

@@ -1,6 +1,7 @@
 """The one storage class an expression's values have, where SQLite decides it whatever the rows
 hold: a literal's, a text function's (`strftime`, `lower`, `printf`, `||`), an integer or real
-one's (`length`, `julianday`), a CAST to TEXT, INTEGER, REAL or BLOB. Two such values SQLite calls
+one's (`length`, `julianday`), a CAST to TEXT, INTEGER, REAL or BLOB, a CASE whose every result
+has that class (`CASE WHEN ms < 180000 THEN 'short' ELSE 'long' END`). Two such values SQLite calls
 equal are identical (under BINARY), so GROUP BY, DISTINCT and set operations over them have no
 variants to choose between (`operators.variants`)."""
 
@@ -64,6 +65,8 @@ def result_class(tokens: tuple[Token, ...], user_functions: frozenset[str] = fro
         return found
     depths = depth_walk(tokens)
     top = [t for t, d in zip(tokens, depths) if d == 0]
+    if tokens[0].kind == TokenType.CASE and tokens[-1].kind == TokenType.END:
+        return _case_class(tokens, depths, user_functions)
     if any(t.kind == TokenType.DPIPE for t in top):
         # operands joined by `||` only (`a || b + 1` is `(a || b) + 1`: a number)
         # (real names only: keywords such as CASE … ELSE d END look like names too)
@@ -82,6 +85,32 @@ def result_class(tokens: tuple[Token, ...], user_functions: frozenset[str] = fro
         if tokens[0].is_name and tokens[0].kind != TokenType.STRING and name not in user_functions:
             return _FUNCTION_CLASSES.get(name, "")
     return ""
+
+
+def _case_class(tokens: tuple[Token, ...], depths: list[int], user_functions: frozenset[str]) -> str:
+    """A `CASE … END`'s one storage class: that of every THEN and ELSE result (NULL aside: a
+    CASE without ELSE gives NULL too, which is one value), or ""."""
+    results: list[list[Token]] = []
+    nested = 0  # (a CASE inside a result: its WHEN/THEN/ELSE/END are its own)
+    current: list[Token] | None = None
+    for token, depth in zip(tokens[1:-1], depths[1:-1]):
+        if depth == 0 and token.kind == TokenType.CASE:
+            nested += 1
+        elif depth == 0 and token.kind == TokenType.END:
+            if not nested:
+                return ""  # (this CASE ends before the last token: `CASE … END + CASE … END`)
+            nested -= 1
+        elif depth == 0 and not nested and token.kind in (TokenType.WHEN, TokenType.THEN, TokenType.ELSE):
+            current = [] if token.kind in (TokenType.THEN, TokenType.ELSE) else None
+            if current is not None:
+                results.append(current)
+            continue
+        if current is not None:
+            current.append(token)
+    classes = {result_class(tuple(result), user_functions) for result in results}
+    if not results or "" in classes or len(classes - {"null"}) > 1:
+        return ""
+    return next(iter(classes - {"null"}), "null")
 
 
 #: what may stand at the top of a concatenation besides names (function calls' parentheses)

@@ -30,7 +30,7 @@ from matview.plan import OutputColumn, Plan, Upstream
 from matview.sql.from_clause import FromClause, Occurrence
 from matview.sql.from_items import view_parts
 from matview.sql.inline import plain_view_sql
-from matview.sql.sqltext import depth_walk, tokenize
+from matview.sql.sqltext import depth_walk, matching_paren, tokenize
 from matview.sql.validate import one_statement, probe_columns, refuse_nondeterministic
 from matview.storage.catalog import ViewEntry, load_views
 from matview.storage.readable import foreign_temp_objects
@@ -154,6 +154,26 @@ def _opened_tables(conn: apsw.Connection, program: list[tuple[Any, ...]]) -> lis
         if table is not None:
             found[(database, str(table[0]))] = None
     return list(found)
+
+
+def cte_names(text: str) -> set[str]:
+    """The (folded) names of the common table expressions `text` defines, at any depth: a name
+    followed by `AS (`, `AS [NOT] MATERIALIZED (` or a column list and then one of those."""
+    tokens = tokenize(text)
+    found = set()
+    for index, token in enumerate(tokens):
+        if token.kind not in (TokenType.VAR, TokenType.IDENTIFIER) or index == 0:
+            continue
+        if tokens[index - 1].kind not in (TokenType.WITH, TokenType.RECURSIVE, TokenType.COMMA):
+            continue
+        at = index + 1
+        if at < len(tokens) and tokens[at].kind == TokenType.L_PAREN:
+            at = matching_paren(tokens, at) + 1
+        if at < len(tokens) and tokens[at].kind == TokenType.ALIAS:
+            rest = [t.text.upper() for t in tokens[at + 1 : at + 4]]
+            if rest[:1] == ["("] or rest[:2] == ["MATERIALIZED", "("] or rest[:3] == ["NOT", "MATERIALIZED", "("]:
+                found.add(fold(token.text))
+    return found
 
 
 def _names_matview_internals(text: str) -> bool:
@@ -284,6 +304,10 @@ def _read_objects(
             tables.append(name)  # (`read_table` refuses the schema table, virtual tables)
         elif fold(name) not in _PURE_TABLE_FUNCTIONS:
             unwatched.append(name)
+    # (a common table expression SQLite materializes is reported read by its own name: its
+    # tables are reported, and opened, as well)
+    ctes = {name for text in [select, *views.values()] for name in cte_names(text)}
+    unwatched = [name for name in unwatched if fold(name) not in ctes]
     if unwatched:  # (an eponymous virtual table, dbstat, pragma_table_info: no capture sees what it reads)
         raise UnsupportedQuery(
             f"{what} reading {unwatched[0]}: a table-valued function or virtual table has no change capture"

@@ -1,0 +1,54 @@
+"""A user's CREATE INDEX, DROP INDEX or ANALYZE through a matview connection: the views stay readable.
+
+An index or new statistics change how SQLite reads a table, and with it what some views show:
+which spelling of a NOCASE group and GROUP_CONCAT's order, where they follow SQLite's scan and
+matview keeps the table's rowid order (`storage.scan_order`), and which tied rows a view
+recomputed whole keeps (`operators.whole.replanned_otherwise`). Made by a client without
+matview, such a statement leaves those views reading as broken, naming it, until REFRESH. Made
+through a matview connection, it runs in a transaction with their repair: a view recomputed whole
+is recomputed under the new plan; an incremental one whose scan order matview no longer follows
+is switched to whole recompute (the fallback, as a CREATE over that index would have made it,
+ΔV = Q(I(A)) − V); the views over them are rebuilt. A view made `WITH (recompute = 'never')`,
+or one with internal nodes, stays broken and says why.
+"""
+
+from __future__ import annotations
+
+import apsw
+
+from matview import fallback, lifecycle, names
+from matview.registry import Registry, View
+from matview.storage.scan_order import concat_order_problem, variant_order_problem
+
+
+def scan_order_problem(conn: apsw.Connection, view: View) -> str | None:
+    """Why SQLite's scan of the view's table, as planned now, is not the order matview keeps
+    for it (`storage.scan_order`), or None."""
+    plan = view.entry.plan
+    if plan.whole:
+        return None
+    if view.circuit.first_rows:
+        problem = variant_order_problem(conn, plan, view.entry.sql)
+        if problem is not None:
+            return problem
+    return concat_order_problem(conn, plan, view.entry.sql)
+
+
+def keep_views_readable(conn: apsw.Connection, registry: Registry) -> list[View]:
+    """After a statement that may change SQLite's plans, inside its write transaction: repair the
+    views it changed (see the module docstring); the views whose rows changed."""
+    registry.invalidate()
+    views = list(registry.sync().values())
+    lifecycle.recompute_replanned(conn, registry, [t for v in views for t in v.entry.base_tables])
+    switched: list[View] = []
+    for view in registry.fold_order(list(registry.sync().values())):
+        if names.is_node(view.name) or not fallback.can_heal(view):
+            continue
+        problem = scan_order_problem(conn, view)
+        if problem is not None and fallback.make_whole(conn, view, problem) is not None:
+            switched.append(view)
+    if switched:
+        registry.invalidate()
+        lifecycle.rebuild_sharing(conn, registry, switched, {})
+    registry.invalidate()
+    return switched
