@@ -18,11 +18,11 @@ from typing import Any
 
 import apsw
 
-from matview import base_ddl, fallback, feed, lifecycle, names, owner_heal, progress, replan, upstream
-from matview.db import describe, raising_user_function, scalar
+from matview import base_ddl, fallback, feed, lifecycle, names, owner_heal, replan, upstream
+from matview.db import Rows, scalar
 from matview.errors import Error, SchemaChanged
 from matview.fold import pending_count
-from matview.names import fold, is_node, quote, view_table
+from matview.names import is_node, quote
 from matview.operators import aggregate_sql
 from matview.operators.exact_extrema import register_exact_extrema
 from matview.operators.exact_sums import register_exact_sums
@@ -30,6 +30,7 @@ from matview.progress import ProgressCallback
 from matview.registry import Registry, View
 from matview.storage import catalog, readable
 from matview.storage.viewstore import ROW_KEY_FUNCTION, row_key_sql
+from matview.view_statements import ViewStatements
 from matview.viewinfo import ViewInfo
 from matview_ext import statements
 from matview_ext.vtable import Module, result_error
@@ -45,23 +46,7 @@ _savepoints = itertools.count()
 _SCHEMA_RETRIES = 3  # (a statement SQLite could not prepare for another process's schema change)
 
 
-class Rows:
-    """Rows a wrapped write returned (RETURNING), with apsw's cursor surface."""
-
-    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
-        self._rows = rows
-
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        return iter(self._rows)
-
-    def fetchall(self) -> list[tuple[Any, ...]]:
-        return list(self._rows)
-
-    def fetchone(self) -> tuple[Any, ...] | None:
-        return self._rows[0] if self._rows else None
-
-
-class Connection:
+class Connection(ViewStatements):
     """An apsw connection with materialized views maintained. Use `matview.connect`."""
 
     def __init__(self, connection: apsw.Connection, *, pending_limit: int = 10_000) -> None:
@@ -255,100 +240,6 @@ class Connection:
                 self._fold_views(due)
         return rows
 
-    def _run_materialized(self, statement: Any) -> None:
-        what = f"{type(statement).__name__.removesuffix('View').upper()} {statement.name}"
-        try:
-            with progress.reporting(self.apsw, what, self._progress):
-                self._run_materialized_statement(statement)
-        except BaseException as exc:
-            # rolled back (to its savepoint): whatever the registry learned (a node) is gone
-            self.registry.invalidate()
-            with contextlib.suppress(apsw.Error):
-                self.registry.sync()
-            if isinstance(exc, apsw.LockedError):  # (SQLite drops no table a statement still reads)
-                raise Error(
-                    f"{what}: a statement of this connection still reads it ({exc}); finish or close "
-                    "the open cursors first"
-                ) from exc
-            if isinstance(exc, apsw.Error):
-                raise Error(f"{type(exc).__name__}: {exc}") from exc
-            function = raising_user_function(exc) if isinstance(exc, Exception) else None
-            if function is not None and not isinstance(exc, Error):
-                raise Error(f"{what}: the user's {function} raised {describe(exc)}") from exc
-            raise
-
-    def _run_materialized_statement(self, statement: Any) -> None:
-        with self._writing():
-            if isinstance(statement, statements.CreateView):
-                self._fold_views(self._subscribed())  # its upstreams may fold: their ΔV is recorded
-                unknown = set(statement.options) - {"maintenance", "indexes", "recompute"}
-                if unknown:
-                    raise Error(f"unknown view option(s): {', '.join(sorted(unknown))}")
-                indexes = statement.options.get("indexes", "auto")
-                if indexes not in ("auto", "off"):
-                    raise Error(f"indexes must be 'auto' or 'off', not {indexes!r}")
-                lifecycle.create_view(
-                    self.apsw,
-                    self.registry,
-                    statement.name,
-                    statement.select,
-                    statement.options.get("maintenance", "immediate"),
-                    statement.if_not_exists,
-                    auto_indexes=indexes == "auto",
-                    recompute=statement.options.get("recompute", "auto"),
-                )
-            elif isinstance(statement, statements.DropView):
-                lifecycle.drop_view(self.apsw, self.registry, statement.name, statement.if_exists)
-            else:
-                self._fold(commit=False)
-                before = self._stored_before_rebuild()
-                lifecycle.refresh_view(self.apsw, self.registry, statement.name)
-                self.registry.sync()
-                if self.registry.replan_due and fallback.FALL_BACK_TO_WHOLE:  # (rebuilt, still broken by an index)
-                    replan.keep_views_readable(self.apsw, self.registry)
-                self._record_rebuilt(before)
-
-    def _create_index_on_view(self, index: statements.CreateIndex) -> Rows:
-        view = self.registry.get(index.table)
-        assert view is not None
-        unique = "UNIQUE " if index.unique else ""
-        guard = "IF NOT EXISTS " if index.if_not_exists else ""
-        columns = readable.index_columns(index.rest, view.entry.plan)
-        table = quote(view_table(view.name))
-        self.execute(f"CREATE {unique}INDEX {guard}main.{quote(index.index)} ON {table} {columns}")
-        return Rows([])
-
-    def _add_column(self, sql: str, params: Any, dependents: list[View]) -> Rows:
-        """`ALTER TABLE t ADD COLUMN …` on a table views read (an application's migration): the
-        column is added, then the table's change capture and every view over it rebuilt, in one
-        transaction (REFRESH of one of them rebuilds the others that share the table)."""
-        refreshed = next((v for v in dependents if not is_node(v.name)), dependents[0])
-        with self._writing():
-            self._fold(commit=False)
-            before = self._stored_before_rebuild()
-            self.apsw.execute(sql, params)
-            self.registry.invalidate()
-            lifecycle.refresh_view(self.apsw, self.registry, refreshed.name)
-            # a view whose columns would change (`SELECT *`) cannot be rebuilt in place: undone
-            unbuilt = [v for v in base_ddl.dependents(self.apsw, self.registry, sql) if v.entry.plan.needs_refresh]
-            if unbuilt:
-                raise Error(f"{statements.first_word(sql)} TABLE … ADD: {unbuilt[0].entry.plan.needs_refresh}")
-            self._record_rebuilt(before)
-        self.registry.sync_shadows()
-        return Rows([])
-
-    def _replanning(self, sql: str, params: Any) -> Rows:
-        """CREATE/DROP INDEX, ANALYZE: run with the repair of the views whose scan order or ties
-        it changes (`replan`), in one transaction; their subscribers get the change."""
-        with self._writing():
-            self._fold(commit=False)  # (the repair recomputes from the tables as they stand)
-            before = self._stored_before_rebuild()
-            rows = Rows(list(self._run(sql, params)))
-            replan.keep_views_readable(self.apsw, self.registry)
-            self._record_rebuilt(before)
-        self.registry.sync_shadows()
-        return rows
-
     # -- folding ----------------------------------------------------------------------
     def _views_to_fold(self, commit: bool) -> list[View]:
         views = list(self.registry.sync().values())
@@ -460,64 +351,6 @@ class Connection:
         """REFRESH MATERIALIZED VIEW `view`, reporting progress to `progress`."""
         with self.progress(progress):
             self.execute(f"REFRESH MATERIALIZED VIEW {quote(view)}")
-
-    # -- the change feed ---------------------------------------------------------------
-    def subscribe(self, view: str, callback: feed.Callback | None = None) -> feed.Subscription:
-        """Get each committed ΔV of `view` (a `feed.Change`: rows with +/− weights) after
-        COMMIT, in commit order; never for rolled-back work. With a callback it is called
-        with each change; without one, iterate the subscription (or `listen()` to wait).
-        Changes reach the feed when they are folded: at commit for immediate views; for
-        deferred ones at flush, past pending_limit, or when a read folds them. Others'
-        commits are folded at this connection's next read, write or `poll()`."""
-        found = self.registry.get(view)
-        if found is None or is_node(found.name):
-            raise Error(f"no such materialized view: {view}")
-        return self._feed.subscribe(found.name, callback)
-
-    def poll(self) -> None:
-        """Fold into the subscribed views what other connections committed, and deliver it."""
-        if not self._feed.active or not self.apsw.get_autocommit() or self._depth:
-            return
-        self._polled_version = self.apsw.data_version()
-        wanted = [view for view in self._subscribed() if pending_count(self.apsw, view)]
-        if not wanted:
-            return
-        try:
-            with self:
-                self._fold_views(wanted)
-        except (apsw.BusyError, apsw.ReadOnlyError):
-            return  # another connection is writing, or the file is read-only: the next poll folds
-        self._feed.deliver()
-
-    def _poll_if_others_wrote(self) -> None:
-        if self._feed.active and self.apsw.data_version() != self._polled_version:
-            self.poll()
-
-    def _subscribed(self, broken: bool = False) -> list[View]:
-        """The views somebody subscribed to; `broken`: those a REFRESH may rebuild too (their
-        stored rows are what subscribers last got)."""
-        if not self._feed.active:
-            return []
-        wanted = self._feed.subscribed_views()
-        return [
-            view for key, view in self.registry.sync().items() if fold(key) in wanted and (broken or not view.broken)
-        ]
-
-    def _stored_before_rebuild(self) -> dict[str, tuple[View, Any]]:
-        """The subscribed views' stored rows before a REFRESH (broken ones included: their
-        stored rows are what subscribers last got; one whose table a damaged file lost is left out)."""
-        before = {}
-        for view in self._subscribed(broken=True):
-            with contextlib.suppress(apsw.SQLError):
-                before[fold(view.name)] = (view, self._feed.stored(view))
-        return before
-
-    def _record_rebuilt(self, before: dict[str, tuple[View, Any]]) -> None:
-        """REFRESH rebuilt views from scratch: their change is the new rows − the old."""
-        for key, (_old, rows) in before.items():
-            view = self.registry.get(key)
-            if view is not None and not view.broken:
-                self._feed.record(view, self._feed.stored(view) - rows)
 
     def flush(self) -> None:
         """Fold every pending delta of every view now (deferred views included)."""

@@ -104,3 +104,19 @@ def savepoint(conn: apsw.Connection) -> Iterator[None]:
 def column_count(conn: apsw.Connection, sql: str) -> int:
     """How many columns the SELECT `sql` gives, as SQLite prepares it (nothing is run)."""
     return len(apsw.ext.query_info(conn, sql).description or ())
+
+
+class Rows:
+    """Rows a wrapped write returned (RETURNING), with apsw's cursor surface."""
+
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self._rows = rows
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self._rows)
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return list(self._rows)
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows[0] if self._rows else None

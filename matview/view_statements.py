@@ -1,0 +1,133 @@
+"""The statements a `Connection` runs itself rather than hand to SQLite as they are.
+
+CREATE / DROP / REFRESH MATERIALIZED VIEW (`lifecycle`, with progress and the change feed);
+`CREATE INDEX` on a materialized view (on its table, `readable.index_columns`); `ALTER TABLE …
+ADD COLUMN` on a table views read (the capture and the views rebuilt with it); and the
+statements that change how SQLite reads tables — CREATE/DROP INDEX, ANALYZE — run with the
+repair of the views they affect (`replan`). Each in one transaction of the connection's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+import apsw
+
+from matview import base_ddl, fallback, lifecycle, progress, replan
+from matview.db import Rows, describe, raising_user_function
+from matview.errors import Error
+from matview.names import is_node, quote, view_table
+from matview.registry import View
+from matview.storage import readable
+from matview.subscriptions import Subscriptions
+from matview_ext import statements
+
+if TYPE_CHECKING:
+    from matview.progress import ProgressCallback
+
+
+class ViewStatements(Subscriptions):
+    """`Connection`'s handling of the statements above (a part of it, in a module of its own)."""
+
+    if TYPE_CHECKING:  # (what they use of `Connection`)
+        _progress: ProgressCallback | None
+
+        def _writing(self) -> contextlib.AbstractContextManager[None]: ...
+        def _fold(self, commit: bool) -> None: ...
+        def _run(self, sql: str, params: Any) -> Any: ...
+        def execute(self, sql: str, params: Any = None) -> Any: ...
+
+    def _run_materialized(self, statement: Any) -> None:
+        what = f"{type(statement).__name__.removesuffix('View').upper()} {statement.name}"
+        try:
+            with progress.reporting(self.apsw, what, self._progress):
+                self._run_materialized_statement(statement)
+        except BaseException as exc:
+            # rolled back (to its savepoint): whatever the registry learned (a node) is gone
+            self.registry.invalidate()
+            with contextlib.suppress(apsw.Error):
+                self.registry.sync()
+            if isinstance(exc, apsw.LockedError):  # (SQLite drops no table a statement still reads)
+                raise Error(
+                    f"{what}: a statement of this connection still reads it ({exc}); finish or close "
+                    "the open cursors first"
+                ) from exc
+            if isinstance(exc, apsw.Error):
+                raise Error(f"{type(exc).__name__}: {exc}") from exc
+            function = raising_user_function(exc) if isinstance(exc, Exception) else None
+            if function is not None and not isinstance(exc, Error):
+                raise Error(f"{what}: the user's {function} raised {describe(exc)}") from exc
+            raise
+
+    def _run_materialized_statement(self, statement: Any) -> None:
+        with self._writing():
+            if isinstance(statement, statements.CreateView):
+                self._fold_views(self._subscribed())  # its upstreams may fold: their ΔV is recorded
+                unknown = set(statement.options) - {"maintenance", "indexes", "recompute"}
+                if unknown:
+                    raise Error(f"unknown view option(s): {', '.join(sorted(unknown))}")
+                indexes = statement.options.get("indexes", "auto")
+                if indexes not in ("auto", "off"):
+                    raise Error(f"indexes must be 'auto' or 'off', not {indexes!r}")
+                lifecycle.create_view(
+                    self.apsw,
+                    self.registry,
+                    statement.name,
+                    statement.select,
+                    statement.options.get("maintenance", "immediate"),
+                    statement.if_not_exists,
+                    auto_indexes=indexes == "auto",
+                    recompute=statement.options.get("recompute", "auto"),
+                )
+            elif isinstance(statement, statements.DropView):
+                lifecycle.drop_view(self.apsw, self.registry, statement.name, statement.if_exists)
+            else:
+                self._fold(commit=False)
+                before = self._stored_before_rebuild()
+                lifecycle.refresh_view(self.apsw, self.registry, statement.name)
+                self.registry.sync()
+                if self.registry.replan_due and fallback.FALL_BACK_TO_WHOLE:  # (rebuilt, still broken by an index)
+                    replan.keep_views_readable(self.apsw, self.registry)
+                self._record_rebuilt(before)
+
+    def _create_index_on_view(self, index: statements.CreateIndex) -> Rows:
+        view = self.registry.get(index.table)
+        assert view is not None
+        unique = "UNIQUE " if index.unique else ""
+        guard = "IF NOT EXISTS " if index.if_not_exists else ""
+        columns = readable.index_columns(index.rest, view.entry.plan)
+        table = quote(view_table(view.name))
+        self.execute(f"CREATE {unique}INDEX {guard}main.{quote(index.index)} ON {table} {columns}")
+        return Rows([])
+
+    def _add_column(self, sql: str, params: Any, dependents: list[View]) -> Rows:
+        """`ALTER TABLE t ADD COLUMN …` on a table views read (an application's migration): the
+        column is added, then the table's change capture and every view over it rebuilt, in one
+        transaction (REFRESH of one of them rebuilds the others that share the table)."""
+        refreshed = next((v for v in dependents if not is_node(v.name)), dependents[0])
+        with self._writing():
+            self._fold(commit=False)
+            before = self._stored_before_rebuild()
+            self.apsw.execute(sql, params)
+            self.registry.invalidate()
+            lifecycle.refresh_view(self.apsw, self.registry, refreshed.name)
+            # a view whose columns would change (`SELECT *`) cannot be rebuilt in place: undone
+            unbuilt = [v for v in base_ddl.dependents(self.apsw, self.registry, sql) if v.entry.plan.needs_refresh]
+            if unbuilt:
+                raise Error(f"{statements.first_word(sql)} TABLE … ADD: {unbuilt[0].entry.plan.needs_refresh}")
+            self._record_rebuilt(before)
+        self.registry.sync_shadows()
+        return Rows([])
+
+    def _replanning(self, sql: str, params: Any) -> Rows:
+        """CREATE/DROP INDEX, ANALYZE: run with the repair of the views whose scan order or ties
+        it changes (`replan`), in one transaction; their subscribers get the change."""
+        with self._writing():
+            self._fold(commit=False)  # (the repair recomputes from the tables as they stand)
+            before = self._stored_before_rebuild()
+            rows = Rows(list(self._run(sql, params)))
+            replan.keep_views_readable(self.apsw, self.registry)
+            self._record_rebuilt(before)
+        self.registry.sync_shadows()
+        return rows
