@@ -148,12 +148,17 @@ def switch_to_whole(conn: apsw.Connection, view: View, reason: str) -> bool:
 
 
 def populate_checked(
-    conn: apsw.Connection, view: View, populate: Callable[[apsw.Connection, View], None], may_heal: bool
+    conn: apsw.Connection,
+    view: View,
+    populate: Callable[[apsw.Connection, View], None],
+    may_heal: bool,
+    compiled_again: bool = False,
 ) -> bytes | None:
     """Run a CREATE's or REFRESH's `populate` of `view`; the marker whole recompute would
-    answer, where the view may be healed (`may_heal` and `can_heal`) and its SELECT can be
-    recomputed whole; None otherwise (markers stay: reading them says why)."""
-    may_heal = may_heal and can_heal(view)
+    answer, where the view may be healed (`may_heal` and `can_heal`, or `compiled_again`: the
+    caller compiles it whole from scratch, internal nodes aside) and its SELECT can be recomputed
+    whole; None otherwise (markers stay: reading them says why)."""
+    may_heal = may_heal and (can_heal(view) or (compiled_again and may_heal_owner(view)))
     try:
         populate(conn, view)
     except ScanOrderDependent as exc:  # (a subquery's order-free twin met a tie)
@@ -190,7 +195,7 @@ def read_as_select(conn: apsw.Connection, view: View, pending: ZSet[bytes] | Sca
     SELECT's also where it cannot fold and heal (in a transaction, on a read-only connection,
     while another process writes). None where the engine's ΔV stands (no such marker, or the
     view may not heal)."""
-    if not can_heal(view):
+    if not may_heal_owner(view):  # (one with internal nodes too: a read needs no plan of its own)
         return None
     if isinstance(pending, ScanOrderDependent):
         marker: bytes | None = pending.marker if pending.marker in HEALED else None

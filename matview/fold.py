@@ -150,6 +150,13 @@ def _node_tie_read_whole(current: View, view: View, marker: bytes | None) -> boo
     )
 
 
+def _heals_through_owner(view: View) -> bool:
+    """Whether a marker `view`'s fold meets is healed by `owner_heal` (the user's view recomputed
+    whole, its nodes dropped), not in place (`fallback.can_heal`): an internal node, or a view
+    with internal nodes."""
+    return names.is_node(view.name) or bool(view.entry.plan.internal_nodes)
+
+
 def fold_view(
     conn: apsw.Connection, view: View, upstream_changes: dict[str, int] | None = None
 ) -> tuple[list[tuple[str, int, int]], ZSet[bytes]] | None:
@@ -194,8 +201,8 @@ def fold_view(
         if refolded is None and isinstance(exc, ScanOrderDependent) and fallback.can_heal(view):
             healed = _healed(conn, view, exc.marker)
             refolded = None if isinstance(healed, str) else (healed, StateStore(conn, view.name, writable=True))
-        if refolded is None and isinstance(exc, ScanOrderDependent) and names.is_node(view.name):
-            view.tied = exc.marker if exc.marker in fallback.HEALED else None  # (its owner may heal)
+        if refolded is None and isinstance(exc, ScanOrderDependent) and _heals_through_owner(view):
+            view.tied = exc.marker if exc.marker in fallback.HEALED else None  # (`owner_heal`)
         if refolded is None:
             view.stalled = f"materialized view {view.name} cannot be folded: {describe(exc)}"
             view.stalled_on = tuple(ranges)
@@ -362,9 +369,9 @@ def _fold_together(
                 if folded is None:
                     raise _GroupStalled(view.stalled)
                 ranges, delta = folded
-                if names.is_node(view.name):
+                if _heals_through_owner(view):
                     view.tied = fallback.marker_in_delta(view, delta)
-                    if view.tied is not None:  # (its owner may heal: `tied_owners`)
+                    if view.tied is not None:  # (`owner_heal`)
                         raise _GroupStalled(f"cannot be folded: {fallback.HEALED[view.tied]}")
                 ranges_of.append(ranges)
                 if listener is not None:

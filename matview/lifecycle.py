@@ -159,7 +159,8 @@ def create_view(
                 if problem is not None:
                     raise _RefusedOnceCompiled(problem)
             try:
-                marker = fallback.populate_checked(conn, view, populate or _populate, whole)
+                # (compiled whole again on a marker: its internal nodes go with this savepoint)
+                marker = fallback.populate_checked(conn, view, populate or _populate, whole, compiled_again=True)
             except UnicodeDecodeError as exc:  # (SQLite keeps any bytes as TEXT; Python reads UTF-8 only)
                 raise Error(
                     f"materialized view {name}: a text value its SELECT reads is not valid UTF-8 ({exc.reason}); "
@@ -281,6 +282,10 @@ def _compile_incrementally(
         create_view(conn, registry, node.name, node.sql, maintenance, auto_indexes=auto_indexes, internal=True)
         if not node.keyed:
             _refuse_inexact_node(registry, node.name, node.words)
+        made = registry.get(node.name)
+        marker = fallback.marker_in_table(conn, made) if made is not None else None
+        if marker is not None:  # (a tie its owner would read: the owner is recomputed whole instead)
+            raise _RefusedOnceCompiled(fallback.HEALED[marker])
     compiled = compile_select(conn, planned, auto_indexes)
     # (a node over a plain view's body: the view breaks when that plain view is redefined)
     views = tuple(dict([*compiled.plan.plain_views, *(v for n in nodes for v in n.views)]).items())
