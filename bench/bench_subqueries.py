@@ -34,6 +34,9 @@ VIEWS = {
     "S3": "SELECT c.id, (SELECT max(o.amount) FROM orders o WHERE o.customer_id = c.id) FROM customers c",
     "S4": "SELECT customer_id FROM orders WHERE status = 'open' EXCEPT SELECT id FROM customers "
     "WHERE segment = 'retail'",
+    # an uncorrelated IN: a customer's change reaches only the orders whose customer_id it moves
+    # in or out of the set (`matview/sql/membership.py`; every order before)
+    "S5": "SELECT id, amount FROM orders WHERE customer_id IN (SELECT id FROM customers WHERE segment = 'retail')",
     "L1": "SELECT o.id, o.amount, c.region, p.segment FROM orders o LEFT JOIN customers c "
     "ON c.id = o.customer_id LEFT JOIN customers p ON p.id = o.customer_id AND p.segment = 'corp'",
 }
