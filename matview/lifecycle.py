@@ -391,14 +391,19 @@ def recompute_replanned(conn: apsw.Connection, registry: Registry, tables: Seque
     """matview's own join-key indexes, made or dropped for another view, can change how SQLite
     plans a view recomputed whole over the same tables, and so which tied rows its SELECT keeps
     (`whole.replanned_otherwise`): such a view is recomputed here, in the same transaction,
-    rather than left to read as broken until a REFRESH the user never asked for."""
-    rebuilt = False
+    rather than left to read as broken until a REFRESH the user never asked for; the views
+    over it are rebuilt with it (they read storage that changed without a ΔV)."""
+    rebuilt: dict[str, View] = {}
     for table in dict.fromkeys(tables):
         for view in registry.views_on(table):
-            if view.entry.plan.whole and replanned_otherwise(conn, view.name, view.entry.plan):
+            if fold(view.name) in rebuilt or not view.entry.plan.whole:
+                continue
+            if replanned_otherwise(conn, view.name, view.entry.plan):
                 _rebuild(conn, registry, view)
-                rebuilt = True
+                rebuilt[fold(view.name)] = view
     if rebuilt:
+        registry.invalidate()
+        rebuild_sharing(conn, registry, list(rebuilt.values()), {})
         registry.invalidate()
 
 

@@ -66,10 +66,7 @@ def _write(conn: matview.Connection, rng: random.Random) -> None:
 def _membership_reaches(conn: matview.Connection) -> int:
     """How many of the views' subqueries reach outer rows by value (not every row)."""
     return sum(
-        1
-        for view in conn.registry.sync().values()
-        for reach in view.entry.plan.subquery_reach
-        if reach[3] is not None
+        1 for view in conn.registry.sync().values() for reach in view.entry.plan.subquery_reach if reach[3] is not None
     )
 
 
@@ -112,3 +109,17 @@ def test_each_reach_is_needed(tmp_path: Path, monkeypatch: Any, kept: tuple[int,
         for seed in range(6):
             (tmp_path / str(seed)).mkdir()
             check_write_mix(tmp_path / str(seed), SETUP, VIEWS, _write, seed, steps=12)
+
+
+def test_a_left_operand_that_is_part_of_another_operator_is_not_taken(tmp_path: Path) -> None:
+    """`y BETWEEN 0 AND x IN (…)` is `(y BETWEEN 0 AND x) IN (…)`, and `y IS NOT x IN (…)` is
+    `(y IS NOT x) IN (…)`: taken for `x IN (…)`, their reach missed rows (hunt 32)."""
+    views = {
+        "between": "SELECT id FROM o WHERE k BETWEEN 0 AND u IN (SELECT v FROM s)",
+        "is_not": "SELECT id, k IS NOT u IN (SELECT v FROM s) AS m FROM o",
+        "between_then_in": "SELECT id FROM o WHERE k BETWEEN 0 AND 5 AND u NOT IN (SELECT v FROM s)",
+    }
+    conn, live = check_write_mix(tmp_path, SETUP, views, _write, 4, steps=10)
+    reaches = {name: [r[3] for r in conn.registry.get(name).entry.plan.subquery_reach] for name in live}
+    assert reaches["between_imm"] == [None] and reaches["is_not_imm"] == [None]
+    assert reaches["between_then_in_imm"] == [("u", "v")]

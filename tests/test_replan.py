@@ -108,3 +108,18 @@ def test_recompute_never_stays_broken_naming_the_index(tmp_path: Path) -> None:
     conn.execute("INSERT INTO people(email, last, city) VALUES ('q@x', 'q', 'Q')")  # (writes go on)
     conn.execute("DROP INDEX people_email_last")
     check(conn, views)
+
+
+def test_a_view_over_a_view_recomputed_under_a_new_plan_follows_it(tmp_path: Path) -> None:
+    """An index that moves a top N's ties recomputes it; the view over it was left with the
+    old rows (hunt 32)."""
+    conn = matview.connect(str(tmp_path / "o.db"))
+    conn.execute("CREATE TABLE p(id INTEGER PRIMARY KEY, name TEXT, price)")
+    conn.execute("INSERT INTO p(name, price) VALUES ('x', 1), ('y', 1)")
+    top = "SELECT name, price FROM p ORDER BY price LIMIT 1"
+    conn.execute(f"CREATE MATERIALIZED VIEW top AS {top}")
+    conn.execute("CREATE MATERIALIZED VIEW over AS SELECT name FROM top")
+    conn.execute("CREATE INDEX i ON p(price, name DESC)")
+    check(conn, {"top": top, "over": f"SELECT name FROM ({top})"})
+    conn.execute("INSERT INTO p(name, price) VALUES ('z', 5)")
+    check(conn, {"top": top, "over": f"SELECT name FROM ({top})"})

@@ -54,6 +54,29 @@ def _column_at(tokens: list[Token], first: int, last: int) -> bool:
     return len(span) == 3 and span[0].kind in _NAMES and span[1].kind == TokenType.DOT and span[2].kind in _NAMES
 
 
+def _starts_expression(tokens: list[Token], depths: list[int], before: int) -> bool:
+    """Whether the token at `before` ends what comes before an expression: a clause word, a
+    parenthesis or comma, a CASE word, or a logical AND/OR/NOT — not `IS NOT` (`y IS NOT x IN …`
+    is `(y IS NOT x) IN …`) nor the AND of a BETWEEN (`y BETWEEN 0 AND x IN …` is
+    `(y BETWEEN 0 AND x) IN …`)."""
+    kind = tokens[before].kind
+    if kind not in _STARTS:
+        return False
+    if kind == TokenType.NOT:
+        return before == 0 or (
+            tokens[before - 1].kind != TokenType.NOT and _starts_expression(tokens, depths, before - 1)
+        )
+    if kind == TokenType.AND:
+        for index in range(before - 1, -1, -1):  # (back to what this AND joins: a BETWEEN's bound?)
+            if depths[index] < depths[before]:
+                break
+            if depths[index] == depths[before] and tokens[index].kind == TokenType.BETWEEN:
+                return False
+            if depths[index] == depths[before] and tokens[index].kind in _STARTS - {TokenType.NOT}:
+                break
+    return True
+
+
 def membership(
     text: str, tokens: list[Token], depths: list[int], select_at: int, from_at: int, where_end: int, end: int
 ) -> Membership | None:
@@ -69,7 +92,7 @@ def membership(
         at -= 1
     for width in (1, 3):
         start = at - width
-        if start >= 1 and _column_at(tokens, start, at) and tokens[start - 1].kind in _STARTS:
+        if start >= 1 and _column_at(tokens, start, at) and _starts_expression(tokens, depths, start - 1):
             break
     else:
         return None
