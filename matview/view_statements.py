@@ -122,12 +122,16 @@ class ViewStatements(Subscriptions):
 
     def _replanning(self, sql: str, params: Any) -> Rows:
         """CREATE/DROP INDEX, ANALYZE: run with the repair of the views whose scan order or ties
-        it changes (`replan`), in one transaction; their subscribers get the change."""
-        with self._writing():
-            self._fold(commit=False)  # (the repair recomputes from the tables as they stand)
-            before = self._stored_before_rebuild()
+        it changes (`replan`), in one transaction; their subscribers get the change. The
+        statement runs first, as a stock client's does: it takes the write lock itself where it
+        writes the file, and where it writes none (an index on a TEMP table, an IF NOT EXISTS
+        index that exists) it changed no plan of the file's tables, waits for no lock, and
+        nothing is repaired."""
+        with self:
             rows = Rows(list(self._run(sql, params)))
-            replan.keep_views_readable(self.apsw, self.registry)
-            self._record_rebuilt(before)
+            if self.apsw.txn_state("main") == apsw.SQLITE_TXN_WRITE:
+                before = self._stored_before_rebuild()
+                replan.keep_views_readable(self.apsw, self.registry)
+                self._record_rebuilt(before)
         self.registry.sync_shadows()
         return rows

@@ -121,3 +121,27 @@ def test_a_view_over_a_view_recomputed_under_a_new_plan_follows_it(tmp_path: Pat
     check(conn, {"top": top, "over": f"SELECT name FROM ({top})"})
     conn.execute("INSERT INTO p(name, price) VALUES ('z', 5)")
     check(conn, {"top": top, "over": f"SELECT name FROM ({top})"})
+
+
+def test_index_statements_that_write_no_table_of_the_file_wait_for_no_lock(tmp_path: Path) -> None:
+    """An index on a TEMP table, an IF NOT EXISTS index that exists, a DROP INDEX IF EXISTS of
+    none, ANALYZE of a TEMP table: SQLite runs them while another connection writes, and so must
+    a matview connection (they waited for the lock and raised BusyError, hunt 32)."""
+    import apsw
+
+    path = tmp_path / "l.db"
+    make(path).close()
+    conn = matview.connect(str(path), busy_timeout_ms=200)
+    conn.execute("CREATE INDEX people_city ON people(city)")
+    conn.execute("CREATE TEMP TABLE scratch(a)")
+    writer = apsw.Connection(str(path))
+    writer.execute("BEGIN IMMEDIATE; INSERT INTO people(email, last, city) VALUES ('w@x', 'w', 'W')")
+    for sql in [
+        "CREATE INDEX scratch_a ON scratch(a)",
+        "CREATE INDEX IF NOT EXISTS people_city ON people(city)",
+        "DROP INDEX IF EXISTS no_such_index",
+        "ANALYZE scratch",
+    ]:
+        conn.execute(sql)
+    writer.execute("COMMIT")
+    check(conn)
