@@ -112,7 +112,7 @@ def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) ->
                 raise
             delta = fallback.select_delta(conn, view)
             break
-        if _node_tie_read_whole(current, view, fallback.marker_in_delta(current, delta)):
+        if _node_tie_read_whole(current, view, None) and fallback.marker_in_delta(current, delta) is not None:
             # (its owner is recomputed whole at the next fold: `owner_heal`)
             delta = fallback.select_delta(conn, view)
             break
@@ -141,9 +141,10 @@ def _merged_delta(conn: apsw.Connection, view: View, inputs: Ranges, store: Stat
 
 def _node_tie_read_whole(current: View, view: View, marker: bytes | None) -> bool:
     """Whether a read of `view`, whose internal node (or one a view it reads has) `current`
-    met `marker`, reads its SELECT instead (`fallback.select_delta`)."""
+    met `marker` (None: whatever marker it meets), reads its SELECT instead
+    (`fallback.select_delta`)."""
     return (
-        marker in fallback.HEALED
+        (marker is None or marker in fallback.HEALED)
         and current is not view
         and names.is_node(current.name)
         and fallback.may_heal_owner(view)
