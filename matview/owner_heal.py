@@ -24,12 +24,12 @@ from matview.registry import Registry, View
 from matview.storage.state import clear_state_tables
 
 
-def recompute_whole_instead(conn: apsw.Connection, registry: Registry, owner: View) -> None:
-    """Make `owner`, whose internal node met a tie (`View.tied`), a view recomputed whole: its
-    plan whole, its operator state and its nodes gone. Its progress marks stay, so the changes
-    the stalled fold left pending make its next fold's ΔV the SELECT's rows − the stored ones."""
-    assert owner.tied is not None
-    reason = fallback.HEALED[owner.tied]
+def recompute_whole_instead(conn: apsw.Connection, registry: Registry, owner: View, marker: bytes) -> None:
+    """Make `owner`, whose fold met `marker` in an internal node (`View.tied`), a view recomputed
+    whole: its plan whole, its operator state and its nodes gone. Its progress marks stay, so the
+    changes the stalled fold left pending make its next fold's ΔV the SELECT's rows − the stored
+    ones."""
+    reason = fallback.HEALED[marker]
     with savepoint(conn):
         nodes = registry.own_nodes(owner)
         if not fallback.switch_to_whole(conn, owner, reason):
@@ -48,14 +48,15 @@ def fold_healing_owners(
     instead (where it may be: `fallback.may_heal_owner`), and `views` fold again. One that cannot
     be recomputed whole stays stalled (reading it says why)."""
     fold_pending_deltas(conn, registry, views, listener)
-    tied = [view for view in registry.views.values() if view.tied is not None and not names.is_node(view.name)]
+    tied = [(view, view.tied) for view in registry.views.values() if view.tied and not names.is_node(view.name)]
     healed = False
-    for owner in tied:
+    for owner, marker in tied:
+        owner.tied = None  # (taken: a view object the registry keeps must not ask again)
         try:
-            recompute_whole_instead(conn, registry, owner)
+            recompute_whole_instead(conn, registry, owner, marker)
             healed = True
         except Error:
-            owner.tied = None  # (stalled, as before)
+            pass  # (stalled, as before)
     if healed:
         again = [found for view in views if (found := registry.get(view.name)) is not None]
         fold_pending_deltas(conn, registry, again, listener)

@@ -182,6 +182,7 @@ class Registry:
             if old is not None and old.entry.sql == entry.sql and old.entry.plan == entry.plan:
                 old.entry = entry
                 old.broken = None
+                old.tied = None  # (a heal it asked for is done, or was rolled back)
                 view = old
             else:
                 self.evaluator.forget(entry.name)

@@ -389,3 +389,28 @@ def test_a_tie_in_the_subquery_of_a_view_with_nodes_recomputes_it_whole(tmp_path
     conn.execute("INSERT INTO q VALUES (4, 'c', 3)")
     check(conn, views)
     assert all(whole(conn, name) for name in views) and nodes(conn) == 0
+
+
+def test_an_owner_recomputed_whole_is_switched_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The view object the registry keeps held its heal request: every later fold switched the
+    owner again (recompiled, state cleared), 35× the cost of a write with 60 views (hunt 30)."""
+    from matview import owner_heal
+
+    switched: list[str] = []
+    switch = owner_heal.recompute_whole_instead
+    monkeypatch.setattr(
+        owner_heal, "recompute_whole_instead", lambda c, r, o, m: (switched.append(o.name), switch(c, r, o, m))[1]
+    )
+    conn = make_typed(tmp_path / "o.db")
+    sql = "SELECT count(*) AS n, sum(mx) AS s FROM (SELECT g, max(x) AS mx FROM tt GROUP BY g)"
+    conn.execute(f"CREATE MATERIALIZED VIEW owner AS {sql}")
+    conn.execute(
+        "CREATE MATERIALIZED VIEW other WITH (maintenance = 'deferred') AS SELECT g, count(*) FROM tt GROUP BY g"
+    )
+    conn.execute("INSERT INTO tt (g, x) VALUES (2, 5.0)")
+    assert switched == ["owner"] and whole(conn, "owner")
+    for value in range(3):
+        conn.execute("INSERT INTO tt (g, x) VALUES (7, ?)", (value,))
+        conn.execute("SELECT * FROM other").fetchall()
+    assert switched == ["owner"]
+    check(conn, {"owner": sql})
