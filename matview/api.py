@@ -158,6 +158,7 @@ class Connection(ViewStatements):
             for statement in script
             if statements.parse_materialized(statement) is not None
             or statements.first_word(statement) in ("DROP", "ALTER", "CREATE")
+            or statements.changes_plans(statement)
         ]
         if not handled:
             if not any(statements.changes_statistics(statement) for statement in script):

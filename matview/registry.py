@@ -242,7 +242,9 @@ class Registry:
         """Whether a broken view is broken by SQLite's scan order alone (an index, statistics),
         in a way switching it to whole recompute repairs (`replan`)."""
         plan = view.entry.plan
-        healable = not (plan.whole or plan.recompute_never or plan.internal_nodes or is_node(view.name))
+        healable = not (
+            plan.whole or plan.recompute_never or plan.internal_nodes or plan.needs_refresh or is_node(view.name)
+        )
         return healable and (
             (view.circuit.first_rows and variant_order_problem(self.conn, plan, view.entry.sql) is not None)
             or concat_order_problem(self.conn, plan, view.entry.sql) is not None

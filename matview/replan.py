@@ -14,10 +14,15 @@ or one with internal nodes, stays broken and says why.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import apsw
 
 from matview import fallback, lifecycle, names
+from matview.db import ENVIRONMENT_ERRORS, describe, savepoint
+from matview.errors import Error
 from matview.registry import Registry, View
+from matview.storage import catalog
 from matview.storage.scan_order import concat_order_problem, variant_order_problem
 
 
@@ -42,11 +47,24 @@ def keep_views_readable(conn: apsw.Connection, registry: Registry) -> list[View]
     lifecycle.recompute_replanned(conn, registry, [t for v in views for t in v.entry.base_tables])
     switched: list[View] = []
     for view in registry.fold_order(list(registry.sync().values())):
-        if names.is_node(view.name) or not fallback.can_heal(view):
+        if names.is_node(view.name) or not fallback.can_heal(view) or view.entry.plan.needs_refresh:
             continue
         problem = scan_order_problem(conn, view)
-        if problem is not None and fallback.make_whole(conn, view, problem) is not None:
+        if problem is None:
+            continue
+        try:
+            with savepoint(conn):
+                made = fallback.make_whole(conn, view, problem)
+        except ENVIRONMENT_ERRORS:
+            raise
+        except (Error, apsw.Error) as exc:  # (its SELECT raises: an integer overflow, a user's function)
+            made = None
+            problem = f"{problem}; recomputed whole, its SELECT raises: {describe(exc)}"
+        if made is not None:
             switched.append(view)
+        else:  # (it reads as broken, saying why, until REFRESH: no write retries it)
+            registry.invalidate()
+            catalog.update_plan(conn, view.name, replace(view.entry.plan, needs_refresh=problem))
     if switched:
         registry.invalidate()
         lifecycle.rebuild_sharing(conn, registry, switched, {})

@@ -118,8 +118,12 @@ def test_a_left_operand_that_is_part_of_another_operator_is_not_taken(tmp_path: 
         "between": "SELECT id FROM o WHERE k BETWEEN 0 AND u IN (SELECT v FROM s)",
         "is_not": "SELECT id, k IS NOT u IN (SELECT v FROM s) AS m FROM o",
         "between_then_in": "SELECT id FROM o WHERE k BETWEEN 0 AND 5 AND u NOT IN (SELECT v FROM s)",
+        # (the lower bound a parenthesized group or a CASE: review of session 25)
+        "between_call": "SELECT id FROM o WHERE k BETWEEN abs(0) AND u IN (SELECT v FROM s)",
+        "between_case": "SELECT id FROM o WHERE k BETWEEN CASE WHEN t THEN 0 END AND u IN (SELECT v FROM s)",
     }
     conn, live = check_write_mix(tmp_path, SETUP, views, _write, 4, steps=10)
     reaches = {name: [r[3] for r in conn.registry.get(name).entry.plan.subquery_reach] for name in live}
     assert reaches["between_imm"] == [None] and reaches["is_not_imm"] == [None]
+    assert reaches["between_call_imm"] == [None] and reaches["between_case_imm"] == [None]
     assert reaches["between_then_in_imm"] == [("u", "v")]

@@ -67,14 +67,36 @@ def _starts_expression(tokens: list[Token], depths: list[int], before: int) -> b
             tokens[before - 1].kind != TokenType.NOT and _starts_expression(tokens, depths, before - 1)
         )
     if kind == TokenType.AND:
-        for index in range(before - 1, -1, -1):  # (back to what this AND joins: a BETWEEN's bound?)
-            if depths[index] < depths[before]:
-                break
-            if depths[index] == depths[before] and tokens[index].kind == TokenType.BETWEEN:
-                return False
-            if depths[index] == depths[before] and tokens[index].kind in _STARTS - {TokenType.NOT}:
-                break
+        return not _ends_a_between(tokens, depths, before)
     return True
+
+
+def _ends_a_between(tokens: list[Token], depths: list[int], at: int) -> bool:
+    """Whether the AND at `at` is a BETWEEN's: walking back over what it joins at its depth —
+    whole parenthesized groups (`abs(0)`, `(0)`) and CASE … END spans skipped — a BETWEEN comes
+    before any AND, OR or clause word."""
+    depth, groups, cases = depths[at], 0, 0
+    for index in range(at - 1, -1, -1):
+        if depths[index] < depth:
+            return False  # (the parenthesis this AND is inside)
+        if depths[index] > depth:
+            continue
+        kind = tokens[index].kind
+        if kind == TokenType.R_PAREN:
+            groups += 1
+        elif kind == TokenType.L_PAREN and groups:
+            groups -= 1
+        elif kind == TokenType.END:
+            cases += 1
+        elif kind == TokenType.CASE and cases:
+            cases -= 1
+        elif groups or cases:
+            continue  # (inside a group or a CASE … END walked back over)
+        elif kind == TokenType.BETWEEN:
+            return True
+        elif kind in _STARTS - {TokenType.NOT}:
+            return False
+    return False
 
 
 def membership(
