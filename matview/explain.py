@@ -99,7 +99,7 @@ def describe(conn: apsw.Connection, registry: Registry, view: View) -> Circuit:
 def _describe(conn: apsw.Connection, registry: Registry, view: View, nodes: list[Node], prefix: str) -> str:
     plan = view.entry.plan
     pending = {table: hi - lo for table, lo, hi in pending_ranges(conn, view)}
-    in_subquery = {number for reach in plan.subquery_reach for number in reach[0]}
+    in_subquery = {number for reach in plan.subquery_reach for number in reach.occurrences}
     outer = [n for n in range(len(plan.sources)) if n not in in_subquery]
     source_ids = {table: _source(conn, registry, view, table, pending, nodes, prefix) for table in plan.tables}
     current = list(dict.fromkeys(source_ids[plan.sources[n]] for n in outer))

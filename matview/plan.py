@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 PLAN_FORMAT = 2
 
@@ -24,6 +24,18 @@ PLAN_FORMAT = 2
 #: a JSON string is not a placeholder). Even positions are literal SQL, odd positions name a
 #: placeholder that `render` fills.
 Template = tuple[str, ...]
+
+
+class SubqueryReach(NamedTuple):
+    """An outermost subquery of a partition-recompute plan, for finding the outer rows a change
+    of its tables reaches (`sql.subqueries`, `operators.partition`)."""
+
+    occurrences: tuple[int, ...]  # the occurrences its FROM reads
+    template: Template  # its `FROM … WHERE …`
+    joinable: bool  # joined to the outer FROM (no name clash), driven by the change, not an EXISTS
+    membership: tuple[str, str] | None  # `x IN (SELECT col …)`: x and col, reaching rows by value
+
+
 WEIGHT = "weight"
 
 
@@ -159,10 +171,8 @@ class Plan:
     root_recompute: bool = False  # outer join chains: ΔV recomputes the rows of the root's reached rows
     root: int = 0  # root_recompute: the occurrence each output row comes from one row of (`FromClause.root`)
     from_template: Template = ()  # the FROM clause alone (root_recompute: which first-table rows a change reaches)
-    #: per outermost subquery: the occurrences its FROM reads, its `FROM … WHERE …`, whether that
-    #: can join the outer FROM (no name clash) instead of an EXISTS, and for `x IN (SELECT col …)`
-    #: the operands that reach rows by value (`sql.membership`; see `subqueries`, `partition`)
-    subquery_reach: tuple[tuple[tuple[int, ...], Template, bool, tuple[str, str] | None], ...] = ()
+    #: per outermost subquery, which outer rows a change of its tables reaches (`SubqueryReach`)
+    subquery_reach: tuple[SubqueryReach, ...] = ()
     subquery_probes: tuple[tuple[str, str, str], ...] = ()  # (table, column, collation) subqueries compare by `=`
     #: root_recompute: the outer WHERE's conjuncts without a subquery, ANDed — a row that fails them
     #: gives no view row in any state, so the reach queries may skip it (and SQLite may use them to
@@ -257,7 +267,7 @@ class Plan:
         data["subquery_probes"] = tuple(tuple(p) for p in data.get("subquery_probes", ()))
         data["image_keys"] = tuple((t, tuple(k), bool(n)) for t, k, n in data.get("image_keys", ()))
         data["subquery_reach"] = tuple(
-            (
+            SubqueryReach(
                 tuple(r[0]),
                 tuple(r[1]),
                 bool(r[2]) if len(r) > 2 else False,

@@ -65,9 +65,8 @@ def _write(conn: matview.Connection, rng: random.Random) -> None:
 
 def _membership_reaches(conn: matview.Connection) -> int:
     """How many of the views' subqueries reach outer rows by value (not every row)."""
-    return sum(
-        1 for view in conn.registry.sync().values() for reach in view.entry.plan.subquery_reach if reach[3] is not None
-    )
+    views = conn.registry.sync().values()
+    return sum(1 for view in views for reach in view.entry.plan.subquery_reach if reach.membership is not None)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -123,7 +122,7 @@ def test_a_left_operand_that_is_part_of_another_operator_is_not_taken(tmp_path: 
         "between_case": "SELECT id FROM o WHERE k BETWEEN CASE WHEN t THEN 0 END AND u IN (SELECT v FROM s)",
     }
     conn, live = check_write_mix(tmp_path, SETUP, views, _write, 4, steps=10)
-    reaches = {name: [r[3] for r in conn.registry.get(name).entry.plan.subquery_reach] for name in live}
+    reaches = {name: [r.membership for r in conn.registry.get(name).entry.plan.subquery_reach] for name in live}
     assert reaches["between_imm"] == [None] and reaches["is_not_imm"] == [None]
     assert reaches["between_call_imm"] == [None] and reaches["between_case_imm"] == [None]
     assert reaches["between_then_in_imm"] == [("u", "v")]

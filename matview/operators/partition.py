@@ -72,11 +72,11 @@ def every_root_table(conn: apsw.Connection, plan: Plan) -> str | None:
     for j in range(top, len(plan.sources)):
         if plan.sources[j] not in outer:
             continue
-        reaches = [reach for reach in plan.subquery_reach if j in reach[0]]
+        reaches = [reach for reach in plan.subquery_reach if j in reach.occurrences]
         if not reaches:  # (a nested subquery's or an ON condition's table: every root, see `_root_queries`)
             return plan.sources[j]
         # (`x IN (SELECT col …)` reaches the rows whose x a change moves in or out: not every root)
-        for template in [reach[1] for reach in reaches if reach[3] is None]:
+        for template in [reach.template for reach in reaches if reach.membership is None]:
             # (an IN reaches the outer rows by the value compared: its template is correlated by it)
             try:  # SQLite prepares it alone: it reads no column of the outer row
                 conn.execute(f"EXPLAIN SELECT 1 {render(template, **tables)}").fetchall()
@@ -216,7 +216,7 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
         if plan.sources[j] not in changed:
             continue
         # a subquery's table: the outer rows whose subquery reads a changed row (old or new)
-        templates = [reach[1:] for reach in plan.subquery_reach if j in reach[0]]
+        templates = [reach[1:] for reach in plan.subquery_reach if j in reach.occurrences]
         if not templates:  # read by a nested subquery or an ON condition: every row
             return None, rows_everywhere, rows_everywhere
         delta = {f"source{j}": terms.delta_source(plan.sources[j])}

@@ -19,7 +19,7 @@ from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
 from matview.names import fold, quote
-from matview.plan import Plan, Template, render
+from matview.plan import Plan, SubqueryReach, Template, render
 from matview.sql.from_clause import FromClause, Occurrence
 from matview.sql.from_items import FromItem, read_from_items
 from matview.sql.membership import Membership, in_reach, membership
@@ -64,18 +64,18 @@ def has_subquery(text: str) -> bool:
 #: a subquery that no other subquery encloses: the occurrences its own FROM reads, its
 #: `FROM … [WHERE …]` as a template (which rows of the outer query a change of one reaches),
 #: and, for an uncorrelated-looking `x IN (SELECT col …)`, its operands (`sql.membership`)
-SubqueryReach = tuple[tuple[int, ...], Template, Membership | None]
+FoundReach = tuple[tuple[int, ...], Template, Membership | None]
 
 
 def placeholders_in_subqueries(
     conn: apsw.Connection, template: Template, first: int
-) -> tuple[Template, list[Occurrence], list[SubqueryReach], list[tuple[str, str, str]], list[tuple[str, str]]]:
+) -> tuple[Template, list[Occurrence], list[FoundReach], list[tuple[str, str, str]], list[tuple[str, str]]]:
     """`template` with every base table a subquery reads replaced by a placeholder
     `source<k> AS "alias"` (k from `first` on); those occurrences in order; and the reach
     templates of the outermost subqueries; and the (table, column, collation) they probe; and
     the (qualifier, column) of outer rows they compare by `=` (`_outer_columns`)."""
     occurrences: list[Occurrence] = []
-    reaches: list[SubqueryReach] = []
+    reaches: list[FoundReach] = []
     probes: list[tuple[str, str, str]] = []
     correlations: list[tuple[str, str]] = []
     out: list[str] = []
@@ -154,7 +154,7 @@ def _split(
     text: str,
     first: int,
     occurrences: list[Occurrence],
-    reaches: list[SubqueryReach],
+    reaches: list[FoundReach],
     probes: list[tuple[str, str, str]],
     correlations: list[tuple[str, str]],
 ) -> list[str]:
@@ -336,7 +336,7 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
 
 
 def _reached_by(
-    source: FromClause, reaches: list[SubqueryReach], correlations: list[tuple[str, str]]
+    source: FromClause, reaches: list[FoundReach], correlations: list[tuple[str, str]]
 ) -> list[tuple[str, str, str]]:
     """(table, column, collation) of the outer FROM's base tables that a change of a subquery's
     tables finds outer rows by: the columns its WHERE correlates by `=`, and the left operand of
@@ -365,9 +365,9 @@ def _joinable(
     conn: apsw.Connection,
     source: FromClause,
     extra: list[Occurrence],
-    reaches: list[SubqueryReach],
+    reaches: list[FoundReach],
     reach_filter: str,
-) -> tuple[tuple[tuple[int, ...], Template, bool, Membership | None], ...]:
+) -> tuple[SubqueryReach, ...]:
     """Whether each subquery's `FROM … WHERE …` can join the outer FROM clause to find the rows
     it reaches, driven by the change (an EXISTS would visit every outer row). It can when no
     alias is in both, and the join prepares with the outer `reach_filter`: a name both scopes
@@ -389,7 +389,7 @@ def _joinable(
         reach = f"SELECT 1 FROM {outer} WHERE {also}" + (in_reach(operands, inner) if operands else "1")
         if operands is not None and not _prepares(conn, reach):
             operands = None
-        found.append((numbers, template, joinable, operands))
+        found.append(SubqueryReach(numbers, template, joinable, operands))
     return tuple(found)
 
 
