@@ -48,8 +48,9 @@ def test_a_materialized_cte_is_not_taken_for_a_table_function(tmp_path: Path) ->
     conn.execute("CREATE TABLE Orders(OrderID INTEGER PRIMARY KEY, CustomerID TEXT, Amount NUMERIC)")
     conn.execute("INSERT INTO Orders VALUES (1,'ALFKI',500),(2,'ALFKI',900),(3,'BONAP',7000)")
     grouping = (
-        "WITH t AS (SELECT CustomerID, SUM(Amount) AS Total FROM Orders GROUP BY CustomerID), "
-        "g AS (SELECT CustomerID, CASE WHEN Total < 1000 THEN 'Low' WHEN Total < 5000 THEN 'Medium' ELSE 'High' END AS CustomerGroup FROM t) "
+        # (`first`: a CTE name sqlglot takes for a keyword)
+        "WITH first AS (SELECT CustomerID, SUM(Amount) AS Total FROM Orders GROUP BY CustomerID), "
+        "g AS (SELECT CustomerID, CASE WHEN Total < 1000 THEN 'Low' WHEN Total < 5000 THEN 'Medium' ELSE 'High' END AS CustomerGroup FROM first) "
         "SELECT CustomerGroup, COUNT(*) AS n, COUNT(*) * 1.0 / (SELECT COUNT(*) FROM g) AS pct FROM g GROUP BY CustomerGroup"
     )
     conn.execute(f"CREATE MATERIALIZED VIEW grp AS {grouping}")

@@ -162,8 +162,8 @@ def cte_names(text: str) -> set[str]:
     tokens = tokenize(text)
     found = set()
     for index, token in enumerate(tokens):
-        if token.kind not in (TokenType.VAR, TokenType.IDENTIFIER) or index == 0:
-            continue
+        if not token.is_name or token.kind == TokenType.STRING or index == 0:
+            continue  # (a name sqlglot takes for a keyword — `first`, `key` — is a name here too)
         if tokens[index - 1].kind not in (TokenType.WITH, TokenType.RECURSIVE, TokenType.COMMA):
             continue
         at = index + 1
