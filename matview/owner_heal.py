@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import apsw
 
-from matview import fallback, lifecycle, names
+from matview import fallback, lifecycle
 from matview.db import savepoint
 from matview.errors import Error
 from matview.fold import DeltaListener, fold_pending_deltas
@@ -48,7 +48,7 @@ def fold_healing_owners(
     instead (where it may be: `fallback.may_heal_owner`), and `views` fold again. One that cannot
     be recomputed whole stays stalled (reading it says why)."""
     fold_pending_deltas(conn, registry, views, listener)
-    tied = [(view, view.tied) for view in registry.views.values() if view.tied and not names.is_node(view.name)]
+    tied = [(view, view.tied) for view in registry.views.values() if view.tied and fallback.may_heal_owner(view)]
     healed = False
     for owner, marker in tied:
         owner.tied = None  # (taken: a view object the registry keeps must not ask again)

@@ -436,3 +436,15 @@ def test_in_over_a_having_created_over_a_tie(tmp_path: Path, mode: str) -> None:
     conn.execute("INSERT INTO u VALUES (3, 'b')")
     conn.execute("DELETE FROM t WHERE id = 1")
     check(conn, views)
+
+
+def test_recompute_never_keeps_a_tie_in_the_subquery_of_a_view_with_nodes(tmp_path: Path) -> None:
+    conn = matview.connect(str(tmp_path / "n.db"))
+    conn.execute("CREATE TABLE q (id INTEGER PRIMARY KEY, g TEXT, v)")
+    conn.execute("INSERT INTO q VALUES (1, 'a', 1), (2, 'b', 2)")
+    conn.execute(f"CREATE MATERIALIZED VIEW top WITH (recompute = 'never') AS {Q15_TIE}")
+    conn.execute("INSERT INTO q VALUES (3, 'a', 1.0)")
+    with pytest.raises(matview.Error, match="tied"):
+        conn.execute("SELECT * FROM top").fetchall()
+    conn.execute("INSERT INTO q VALUES (4, 'c', 1)")
+    assert not whole(conn, "top") and nodes(conn) > 0
