@@ -13,7 +13,8 @@ decided by the membership of `x` alone, so a change of the set S it reads flips 
 
 That superset is exact to reach (partition recompute then asks SQLite for those rows' values).
 This module recognizes the form in the user's text: a plain column (`x`, `a.x`) on the left, at
-the start of an expression (`a + x IN …` or `a = x IN …` has another left operand), and a
+the start of an expression (`a + x IN …`, `a = x IN …`, `y IS NOT x IN …` and `y BETWEEN 0
+AND x IN …` have another left operand: SQLite groups them to the left), and a
 subquery whose select list is one plain column and which has nothing after its WHERE (no GROUP
 BY, aggregate, ORDER BY/LIMIT or set operation, which would make S something other than the
 column's values over its rows).
