@@ -41,6 +41,7 @@ from matview.sql.validate import one_statement
 from matview.sql.whole import compile_whole
 from matview.storage import catalog, readable
 from matview.storage.catalog import ViewEntry
+from matview.storage.scan_order import order_problem
 from matview.storage.state import StateStore
 from matview.zset import ZSet
 
@@ -65,25 +66,26 @@ _PREFIX = b"\x00matview: "  # what every marker starts with (a quick filter befo
 
 
 def can_heal(view: View) -> bool:
-    """Whether `view` would be switched to whole recompute by a marker: an incremental view of
-    the user's (not an internal node, nor one reading nodes), made without
-    `recompute = 'never'`, while the fallback is on."""
-    plan = view.entry.plan
-    return (
-        FALL_BACK_TO_WHOLE
-        and not plan.whole
-        and not plan.recompute_never
-        and not plan.internal_nodes
-        and not names.is_node(view.name)
-    )
+    """Whether `view` would be switched to whole recompute in place by a marker: as
+    `may_heal_owner`, and reading no internal node."""
+    return may_heal_owner(view) and not view.entry.plan.internal_nodes
 
 
 def may_heal_owner(view: View) -> bool:
-    """Whether `view`, one of the user's views whose internal node met a marker a whole
-    recompute answers, may be recomputed whole instead (its nodes dropped): as `can_heal`,
-    nodes aside."""
+    """Whether `view` may be recomputed whole where a marker a whole recompute answers is met
+    (its internal nodes dropped, `owner_heal`): an incremental view of the user's (not an
+    internal node), made without `recompute = 'never'`, while the fallback is on."""
     plan = view.entry.plan
     return FALL_BACK_TO_WHOLE and not plan.whole and not plan.recompute_never and not names.is_node(view.name)
+
+
+def repairable_order_problem(conn: apsw.Connection, view: View) -> str | None:
+    """Why SQLite no longer reads `view`'s table in the order matview keeps for it (an index,
+    statistics: `scan_order.order_problem`), where switching it to whole recompute repairs that
+    (`replan`); None otherwise."""
+    if not can_heal(view) or view.entry.plan.needs_refresh:
+        return None
+    return order_problem(conn, view.entry.plan, view.entry.sql, view.circuit.first_rows)
 
 
 def _marks(view: View) -> bool:

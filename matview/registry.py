@@ -14,7 +14,7 @@ from typing import Any
 
 import apsw
 
-from matview import names, upstream
+from matview import fallback, names, upstream
 from matview.circuit import Circuit
 from matview.db import scalar
 from matview.errors import SchemaChanged
@@ -194,7 +194,7 @@ class Registry:
             if not view.broken and view.circuit.first_rows:
                 problem = variant_order_problem(self.conn, entry.plan, entry.sql)
                 view.broken = None if problem is None else f"materialized view {entry.name}: {problem}"
-            if view.broken and self._scan_order_broken(view):
+            if view.broken and fallback.repairable_order_problem(self.conn, view) is not None:
                 self.replan_due = True
             views[key] = view
         self.views = views
@@ -237,18 +237,6 @@ class Registry:
                     "or dropped, or ANALYZE ran), and so decides its ties otherwise: REFRESH MATERIALIZED VIEW "
                     f"{view.name}"
                 )
-
-    def _scan_order_broken(self, view: View) -> bool:
-        """Whether a broken view is broken by SQLite's scan order alone (an index, statistics),
-        in a way switching it to whole recompute repairs (`replan`)."""
-        plan = view.entry.plan
-        healable = not (
-            plan.whole or plan.recompute_never or plan.internal_nodes or plan.needs_refresh or is_node(view.name)
-        )
-        return healable and (
-            (view.circuit.first_rows and variant_order_problem(self.conn, plan, view.entry.sql) is not None)
-            or concat_order_problem(self.conn, plan, view.entry.sql) is not None
-        )
 
     def _replanned(self, entry: ViewEntry) -> bool:
         """A view recomputed whole whose SELECT SQLite now plans otherwise, with other rows, and

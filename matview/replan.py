@@ -18,25 +18,11 @@ from dataclasses import replace
 
 import apsw
 
-from matview import fallback, lifecycle, names
+from matview import fallback, lifecycle
 from matview.db import ENVIRONMENT_ERRORS, describe, savepoint
 from matview.errors import Error
 from matview.registry import Registry, View
 from matview.storage import catalog
-from matview.storage.scan_order import concat_order_problem, variant_order_problem
-
-
-def scan_order_problem(conn: apsw.Connection, view: View) -> str | None:
-    """Why SQLite's scan of the view's table, as planned now, is not the order matview keeps
-    for it (`storage.scan_order`), or None."""
-    plan = view.entry.plan
-    if plan.whole:
-        return None
-    if view.circuit.first_rows:
-        problem = variant_order_problem(conn, plan, view.entry.sql)
-        if problem is not None:
-            return problem
-    return concat_order_problem(conn, plan, view.entry.sql)
 
 
 def keep_views_readable(conn: apsw.Connection, registry: Registry) -> list[View]:
@@ -47,9 +33,7 @@ def keep_views_readable(conn: apsw.Connection, registry: Registry) -> list[View]
     lifecycle.recompute_replanned(conn, registry, [t for v in views for t in v.entry.base_tables])
     switched: list[View] = []
     for view in registry.fold_order(list(registry.sync().values())):
-        if names.is_node(view.name) or not fallback.can_heal(view) or view.entry.plan.needs_refresh:
-            continue
-        problem = scan_order_problem(conn, view)
+        problem = fallback.repairable_order_problem(conn, view)
         if problem is None:
             continue
         try:

@@ -216,18 +216,18 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
         if plan.sources[j] not in changed:
             continue
         # a subquery's table: the outer rows whose subquery reads a changed row (old or new)
-        templates = [reach[1:] for reach in plan.subquery_reach if j in reach.occurrences]
-        if not templates:  # read by a nested subquery or an ON condition: every row
+        subqueries = [subquery for subquery in plan.subquery_reach if j in subquery.occurrences]
+        if not subqueries:  # read by a nested subquery or an ON condition: every row
             return None, rows_everywhere, rows_everywhere
         delta = {f"source{j}": terms.delta_source(plan.sources[j])}
-        for template, join, operands in templates:
+        for subquery in subqueries:
             for state in _states(new, old, changed, plan.sources[j], plan.sources):
-                inner = render(template, **{**state, **delta})
+                inner = render(subquery.template, **{**state, **delta})
                 outer = render(plan.from_template, **state)
-                if operands is not None:  # `x IN (SELECT col …)`: the rows its changed values reach
-                    for condition in reach_conditions(operands, inner):
+                if subquery.membership is not None:  # `x IN (SELECT col …)`: the rows its changed values reach
+                    for condition in reach_conditions(subquery.membership, inner):
                         reached.append(f"SELECT {key} FROM {outer} WHERE {also}{condition}")
-                elif join:  # the change leads: the outer rows are found by index from ΔX
+                elif subquery.joinable:  # the change leads: the outer rows are found by index from ΔX
                     tail = inner[len("FROM") :]
                     if plan.reach_filter:
                         tail += f" {'AND' if has_where_clause(tail) else 'WHERE'} {plan.reach_filter}"

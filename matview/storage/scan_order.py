@@ -148,6 +148,14 @@ def variant_order_problem(conn: apsw.Connection, plan: Plan, sql: str) -> str | 
     )
 
 
+def order_problem(conn: apsw.Connection, plan: Plan, sql: str, first_rows: bool) -> str | None:
+    """Why SQLite does not read the view's table in the order matview keeps for it, as planned
+    now — that of a class's variants (`variant_order_problem`, for a view that shows first rows)
+    or of GROUP_CONCAT and bare columns (`concat_order_problem`) — or None."""
+    problem = variant_order_problem(conn, plan, sql) if first_rows else None
+    return problem if problem is not None else concat_order_problem(conn, plan, sql)
+
+
 def _as_written(text: str) -> str:
     """A column or call as the user wrote it, for messages: without the qualifiers the inline
     pass gives a FROM-subquery's or view's columns (`"pv.t"."name"` is `name`)."""
