@@ -278,9 +278,8 @@ class Connection(ViewStatements):
         if self._changes is None:
             self._changes = self.apsw.changes()
         if self.registry.replan_due and fallback.FALL_BACK_TO_WHOLE:  # (another client's index, ANALYZE)
-            before = self._stored_before_rebuild()
-            replan.keep_views_readable(self.apsw, self.registry)
-            self._record_rebuilt(before)
+            with self._rebuilds_recorded():
+                replan.keep_views_readable(self.apsw, self.registry)
             views = [found for view in views if (found := self.registry.get(view.name)) is not None]
         listener = self._feed.record if self._feed.active else None
         owner_heal.fold_healing_owners(self.apsw, self.registry, views, listener)

@@ -5,6 +5,7 @@ delivers the changes)."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import apsw
@@ -74,18 +75,18 @@ class Subscriptions:
             view for key, view in self.registry.sync().items() if fold(key) in wanted and (broken or not view.broken)
         ]
 
-    def _stored_before_rebuild(self) -> dict[str, tuple[View, Any]]:
-        """The subscribed views' stored rows before a REFRESH (broken ones included: their
-        stored rows are what subscribers last got; one whose table a damaged file lost is left out)."""
+    @contextlib.contextmanager
+    def _rebuilds_recorded(self) -> Iterator[None]:
+        """Around a REFRESH or another rebuild from scratch: each subscribed view's change is
+        its stored rows after − before (broken views included: their stored rows are what
+        subscribers last got; one whose table a damaged file lost is left out). Nothing is
+        recorded where the block raises."""
         before = {}
         for view in self._subscribed(broken=True):
             with contextlib.suppress(apsw.SQLError):
-                before[fold(view.name)] = (view, self._feed.stored(view))
-        return before
-
-    def _record_rebuilt(self, before: dict[str, tuple[View, Any]]) -> None:
-        """REFRESH rebuilt views from scratch: their change is the new rows − the old."""
-        for key, (_old, rows) in before.items():
-            view = self.registry.get(key)
-            if view is not None and not view.broken:
-                self._feed.record(view, self._feed.stored(view) - rows)
+                before[fold(view.name)] = self._feed.stored(view)
+        yield
+        for key, rows in before.items():
+            rebuilt = self.registry.get(key)
+            if rebuilt is not None and not rebuilt.broken:
+                self._feed.record(rebuilt, self._feed.stored(rebuilt) - rows)

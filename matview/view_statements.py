@@ -84,12 +84,11 @@ class ViewStatements(Subscriptions):
                 lifecycle.drop_view(self.apsw, self.registry, statement.name, statement.if_exists)
             else:
                 self._fold(commit=False)
-                before = self._stored_before_rebuild()
-                lifecycle.refresh_view(self.apsw, self.registry, statement.name)
-                self.registry.sync()
-                if self.registry.replan_due and fallback.FALL_BACK_TO_WHOLE:  # (rebuilt, still broken by an index)
-                    replan.keep_views_readable(self.apsw, self.registry)
-                self._record_rebuilt(before)
+                with self._rebuilds_recorded():
+                    lifecycle.refresh_view(self.apsw, self.registry, statement.name)
+                    self.registry.sync()
+                    if self.registry.replan_due and fallback.FALL_BACK_TO_WHOLE:  # (still broken by an index)
+                        replan.keep_views_readable(self.apsw, self.registry)
 
     def _create_index_on_view(self, index: statements.CreateIndex) -> Rows:
         view = self.registry.get(index.table)
@@ -108,15 +107,14 @@ class ViewStatements(Subscriptions):
         refreshed = next((v for v in dependents if not is_node(v.name)), dependents[0])
         with self._writing():
             self._fold(commit=False)
-            before = self._stored_before_rebuild()
-            self.apsw.execute(sql, params)
-            self.registry.invalidate()
-            lifecycle.refresh_view(self.apsw, self.registry, refreshed.name)
-            # a view whose columns would change (`SELECT *`) cannot be rebuilt in place: undone
-            unbuilt = [v for v in base_ddl.dependents(self.apsw, self.registry, sql) if v.entry.plan.needs_refresh]
-            if unbuilt:
-                raise Error(f"{statements.first_word(sql)} TABLE … ADD: {unbuilt[0].entry.plan.needs_refresh}")
-            self._record_rebuilt(before)
+            with self._rebuilds_recorded():
+                self.apsw.execute(sql, params)
+                self.registry.invalidate()
+                lifecycle.refresh_view(self.apsw, self.registry, refreshed.name)
+                # a view whose columns would change (`SELECT *`) cannot be rebuilt in place: undone
+                unbuilt = [v for v in base_ddl.dependents(self.apsw, self.registry, sql) if v.entry.plan.needs_refresh]
+                if unbuilt:
+                    raise Error(f"{statements.first_word(sql)} TABLE … ADD: {unbuilt[0].entry.plan.needs_refresh}")
         self.registry.sync_shadows()
         return Rows([])
 
@@ -130,8 +128,7 @@ class ViewStatements(Subscriptions):
         with self:
             rows = Rows(list(self._run(sql, params)))
             if self.apsw.txn_state("main") == apsw.SQLITE_TXN_WRITE:
-                before = self._stored_before_rebuild()
-                replan.keep_views_readable(self.apsw, self.registry)
-                self._record_rebuilt(before)
+                with self._rebuilds_recorded():
+                    replan.keep_views_readable(self.apsw, self.registry)
         self.registry.sync_shadows()
         return rows
