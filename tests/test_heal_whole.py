@@ -36,6 +36,11 @@ def whole(conn: matview.Connection, view: str) -> bool:
     return "recomputed whole" in conn.view(view).explain()
 
 
+def create(conn: matview.Connection, views: dict[str, str], mode: str = "immediate") -> None:
+    for name, sql in views.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} WITH (maintenance = '{mode}') AS {sql}")
+
+
 def check(conn: matview.Connection, views: dict[str, str]) -> None:
     for name, sql in views.items():
         assert_view_matches(conn, name, sql)
@@ -46,9 +51,8 @@ def check(conn: matview.Connection, views: dict[str, str]) -> None:
 def test_a_fold_that_meets_a_tie_switches_to_whole(tmp_path: Path, mode: str) -> None:
     conn = make(tmp_path / "t.db")
     views = {"lohi": TIE, "spelled": SPELLINGS, "uniq": DISTINCT}
-    for name, sql in views.items():
-        conn.execute(f"CREATE MATERIALIZED VIEW {name} WITH (maintenance = '{mode}') AS {sql}")
-        assert not whole(conn, name)
+    create(conn, views, mode)
+    assert not any(whole(conn, name) for name in views)
     with conn:
         conn.execute("INSERT INTO t (g, x) VALUES (1, 1.0), (2, 5.0)")  # ties 1 = 1.0, 5 = 5.0
         conn.execute("INSERT INTO a (name, k) VALUES ('X', 2)")  # 'x' and 'X' in one group
@@ -198,9 +202,8 @@ def test_a_collate_in_the_select_list_heals_and_refreshes(tmp_path: Path) -> Non
         "dn": "SELECT DISTINCT c.name COLLATE NOCASE AS n, b.k FROM c JOIN b ON c.k = b.k",
         "gn": "SELECT c.name COLLATE NOCASE AS n, count(*) AS m FROM c JOIN b ON c.k = b.k GROUP BY 1",
     }
-    for name, sql in views.items():
-        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
-        assert not whole(conn, name)
+    create(conn, views)
+    assert not any(whole(conn, name) for name in views)
     conn.execute("INSERT INTO c (name, k) VALUES ('X', 1)")
     check(conn, views)
     for name in views:
@@ -255,8 +258,7 @@ def test_a_read_that_cannot_fold_reads_as_the_select(tmp_path: Path, reader: str
     path = tmp_path / "r.db"
     conn = make(path)
     views = {"spelled": SPELLINGS, "names": DISTINCT, "tie": TIE}
-    for name, sql in views.items():
-        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+    create(conn, views)
     stock_sqlite3(path, ["INSERT INTO a (name, k) VALUES ('X', 2)", "INSERT INTO t (g, x) VALUES (1, 1.0)"])
     if reader == "transaction":
         conn.execute("BEGIN")
@@ -309,9 +311,8 @@ def test_a_tie_in_an_internal_node_recomputes_its_owner_whole(tmp_path: Path, mo
     reaches the views over it and the change feed."""
     conn = make_typed(tmp_path / "n.db")
     views = {"tie": NODE_TIE, "cte": NODE_CTE}
-    for name, sql in views.items():
-        conn.execute(f"CREATE MATERIALIZED VIEW {name} WITH (maintenance = '{mode}') AS {sql}")
-        assert not whole(conn, name)
+    create(conn, views, mode)
+    assert not any(whole(conn, name) for name in views)
     conn.execute("CREATE MATERIALIZED VIEW over_tie AS SELECT label, m FROM tie WHERE g < 3")
     views["over_tie"] = "SELECT label, m FROM (" + NODE_TIE + ") WHERE g < 3"
     feed = conn.subscribe("tie")
@@ -383,9 +384,9 @@ def test_a_tie_in_the_subquery_of_a_view_with_nodes_recomputes_it_whole(tmp_path
     views = {"top": Q15_TIE}
     check(conn, views)
     max_of_max = Q15_TIE.replace("sum(v)", "max(v)")
-    for name, sql in (("again", Q15_TIE), ("extremes", max_of_max)):
-        conn.execute(f"CREATE MATERIALIZED VIEW {name} WITH (maintenance = '{mode}') AS {sql}")
-        views[name] = sql
+    created = {"again": Q15_TIE, "extremes": max_of_max}
+    create(conn, created, mode)
+    views.update(created)
     conn.execute("INSERT INTO q VALUES (4, 'c', 3)")
     check(conn, views)
     assert all(whole(conn, name) for name in views) and nodes(conn) == 0
@@ -430,8 +431,7 @@ def test_in_over_a_having_created_over_a_tie(tmp_path: Path, mode: str) -> None:
         "members": "SELECT id FROM u WHERE g IN (SELECT g FROM t GROUP BY g HAVING max(v) >= 2)",
         "others": "SELECT id FROM u WHERE g NOT IN (SELECT g FROM t GROUP BY g HAVING min(v) <= 2)",
     }
-    for name, sql in views.items():
-        conn.execute(f"CREATE MATERIALIZED VIEW {name} WITH (maintenance = '{mode}') AS {sql}")
+    create(conn, views, mode)
     check(conn, views)
     conn.execute("INSERT INTO u VALUES (3, 'b')")
     conn.execute("DELETE FROM t WHERE id = 1")
