@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from sqlglot.tokens import TokenType
 
-from matview.sql.sqltext import Token
+from matview.sql.sqltext import Token, column_reference
 
 #: the operands of one membership test: the left operand's text and the subquery column's text
 Membership = tuple[str, str]
@@ -44,15 +44,6 @@ _STARTS = {
     TokenType.CASE,
     TokenType.ON,
 }
-_NAMES = (TokenType.VAR, TokenType.IDENTIFIER)
-
-
-def _column_at(tokens: list[Token], first: int, last: int) -> bool:
-    """Whether tokens[first:last] are one column reference: `name` or `qualifier.name`."""
-    span = tokens[first:last]
-    if len(span) == 1:
-        return span[0].kind in _NAMES
-    return len(span) == 3 and span[0].kind in _NAMES and span[1].kind == TokenType.DOT and span[2].kind in _NAMES
 
 
 def _starts_expression(tokens: list[Token], depths: list[int], before: int) -> bool:
@@ -115,7 +106,7 @@ def membership(
         at -= 1
     for width in (1, 3):
         start = at - width
-        if start >= 1 and _column_at(tokens, start, at) and _starts_expression(tokens, depths, start - 1):
+        if start >= 1 and column_reference(tokens[start:at]) and _starts_expression(tokens, depths, start - 1):
             break
     else:
         return None
@@ -124,7 +115,7 @@ def membership(
     first = select_at + 1
     if first < from_at and tokens[first].kind == TokenType.DISTINCT:
         first += 1
-    if not _column_at(tokens, first, from_at):
+    if not column_reference(tokens[first:from_at]):
         return None
     lhs = text[tokens[start].start : tokens[at - 1].end]
     column = text[tokens[first].start : tokens[from_at - 1].end]

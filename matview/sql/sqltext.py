@@ -335,6 +335,17 @@ def find_aggregate_calls(sql: str, tokens: Sequence[Token]) -> list[AggregateCal
     return calls
 
 
+def column_reference(tokens: Sequence[Token]) -> tuple[str, str] | None:
+    """(qualifier, name) where `tokens` are exactly `name` or `qualifier.name`, written as
+    identifiers (plain or quoted; never a keyword nor a string): qualifier "" when there is none."""
+    names = (TokenType.VAR, TokenType.IDENTIFIER)
+    if len(tokens) == 1 and tokens[0].kind in names:
+        return "", tokens[0].text
+    if len(tokens) == 3 and tokens[0].kind in names and tokens[1].kind == TokenType.DOT and tokens[2].kind in names:
+        return tokens[0].text, tokens[2].text
+    return None
+
+
 def matching_paren(tokens: Sequence[Token], open_index: int) -> int:
     depth = 0
     for index in range(open_index, len(tokens)):

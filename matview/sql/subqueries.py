@@ -27,6 +27,7 @@ from matview.sql.sqltext import (
     SET_OPERATIONS,
     Span,
     Token,
+    column_reference,
     depth_walk,
     has_where_clause,
     tokenize,
@@ -126,27 +127,16 @@ def _outer_columns(text: str, where: Span, items: list[FromItem]) -> list[tuple[
     found = []
     for left, right in equalities(text, where):
         for side, other in ((left, right), (right, left)):
-            qualifier = _qualified_column(side)
-            if qualifier is not None and fold(qualifier) not in inner and _own_column(other, inner, len(items)):
-                found.append((qualifier, side[2].text))
+            outer, own = column_reference(side), column_reference(other)
+            if outer and outer[0] and fold(outer[0]) not in inner and own and _is_own(own[0], inner, len(items)):
+                found.append(outer)
     return found
 
 
-def _qualified_column(tokens: tuple[Token, ...]) -> str | None:
-    """The qualifier of `q.column` (None: not that form)."""
-    names = (TokenType.VAR, TokenType.IDENTIFIER)
-    if len(tokens) == 3 and tokens[0].kind in names and tokens[1].kind == TokenType.DOT and tokens[2].kind in names:
-        return tokens[0].text
-    return None
-
-
-def _own_column(tokens: tuple[Token, ...], inner: set[str], tables: int) -> bool:
-    """Whether `tokens` are a column of the subquery's own tables: qualified by one of its
-    aliases, or unqualified where it reads one table."""
-    qualifier = _qualified_column(tokens)
-    if qualifier is not None:
-        return fold(qualifier) in inner
-    return len(tokens) == 1 and tokens[0].kind in (TokenType.VAR, TokenType.IDENTIFIER) and tables == 1
+def _is_own(qualifier: str, inner: set[str], tables: int) -> bool:
+    """Whether a column so qualified is one of the subquery's own tables': qualified by one of
+    its aliases, or unqualified where it reads one table."""
+    return fold(qualifier) in inner if qualifier else tables == 1
 
 
 def _split(
@@ -343,10 +333,9 @@ def _reached_by(
     `x IN (SELECT col …)` (`sql.membership`). Indexed, a reach costs a SEARCH per changed row."""
     columns = list(correlations)
     for _numbers, _template, operands in reaches:
-        if operands is not None:
-            tokens = tuple(tokenize(operands[0]))
-            qualifier = _qualified_column(tokens)
-            columns.append((qualifier or "", tokens[-1].text))
+        left = column_reference(tokenize(operands[0])) if operands is not None else None
+        if left is not None:
+            columns.append(left)
     found = []
     for qualifier, name in columns:
         owners = [
@@ -386,9 +375,9 @@ def _joinable(
             joiner = "AND" if has_where_clause(inner) else "WHERE"
             filtered = f" {joiner} {reach_filter}" if reach_filter else ""
             joinable = _prepares(conn, f"SELECT 1 FROM {outer}, {inner[len('FROM') :]}{filtered}")
-        reach = f"SELECT 1 FROM {outer} WHERE {also}" + (in_reach(operands, inner) if operands else "1")
-        if operands is not None and not _prepares(conn, reach):
-            operands = None
+        if operands is not None:  # (its reach prepares: a name it reads may be the select list's alias)
+            reach = f"SELECT 1 FROM {outer} WHERE {also}{in_reach(operands, inner)}"
+            operands = operands if _prepares(conn, reach) else None
         found.append(SubqueryReach(numbers, template, joinable, operands))
     return tuple(found)
 
