@@ -12,7 +12,6 @@ the virtual table merges whatever is pending.
 from __future__ import annotations
 
 import contextlib
-import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -42,7 +41,7 @@ _READS = {"SELECT", "WITH", "VALUES", "EXPLAIN", "PRAGMA"}
 _DDL = {"CREATE", "DROP", "ALTER"}  # (plain DDL and the MATERIALIZED VIEW statements: they write)
 
 
-_savepoints = itertools.count()
+_NESTED = quote("__dbsp_with")  # (the savepoint of a nested `with`: one name, see `db.savepoint`)
 _SCHEMA_RETRIES = 3  # (a statement SQLite could not prepare for another process's schema change)
 
 
@@ -86,6 +85,9 @@ class Connection(ViewStatements):
         return result
 
     def _execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None) -> Any:
+        if self._runs_as_it_is(sql):
+            self._changes = None  # (SQLite's changes() is the user's statement's again)
+            return self._run(sql, params)
         self._lock_before_reading(sql)
         self._catch_up()
         script = statements.split_script(sql)
@@ -134,6 +136,17 @@ class Connection(ViewStatements):
             return result
         return self._run(sql, params)
 
+    def _runs_as_it_is(self, sql: str) -> bool:
+        """A plain write inside an open transaction that reads no table but its target (the
+        common `with db: db.execute("INSERT …")`) needs nothing of matview before it runs: the
+        capture triggers log it, and the commit looks at the schema once, before it folds. So
+        neither the write lock nor a look at the schema comes first, and the write waits for a
+        busy lock as a stock client's does. A write that may read a view (a subquery,
+        `UPDATE … FROM`, `x IN v`) goes the long way: the view's shadow must be current."""
+        return (
+            not self.apsw.get_autocommit() and not self.registry.lost_capture and statements.reads_only_its_target(sql)
+        )
+
     def _run(self, sql: str, params: Any) -> Any:
         """The statement, run by SQLite. Another process may change the schema between this
         connection's look at it and the statement (its REFRESH, say): a shadow then cannot
@@ -174,9 +187,11 @@ class Connection(ViewStatements):
         return result
 
     def executemany(self, sql: str, sequence: Iterable[Sequence[Any]]) -> Any:
+        self._changes = None
+        if self._runs_as_it_is(sql):
+            return self.apsw.executemany(sql, sequence)
         self._lock_before_reading(sql)
         self._catch_up()
-        self._changes = None
         views = self.registry.sync_shadows()
         word = statements.first_word(sql)
         if word in _WRITES and self.registry.lost_capture:
@@ -318,19 +333,34 @@ class Connection(ViewStatements):
             if (v.entry.maintenance == "deferred" or k in self._others_wrote) and k in lowered and not v.broken
         ]  # (a broken view is not folded: its read says why)
         self._others_wrote.difference_update(k for k in views if k in lowered)
-        if not wanted or self.apsw.readonly("main") or not any(pending_count(self.apsw, v) for v in wanted):
+        if self.apsw.readonly("main"):
             return
-        # a read never waits for another writer so as to fold for it: a writer may hold the lock
-        # for long (the read merges instead)
-        immediate = any(v.entry.maintenance == "immediate" for v in wanted)
-        waits = int(scalar(self.apsw, "PRAGMA busy_timeout")) if immediate else 0
+        if self.registry.replan_due and fallback.FALL_BACK_TO_WHOLE:
+            self._repair_replanned()
+        elif wanted and any(pending_count(self.apsw, v) for v in wanted):
+            immediate = any(v.entry.maintenance == "immediate" for v in wanted)  # (folds for others)
+            with self._not_waiting(immediate), contextlib.suppress(apsw.BusyError, apsw.ReadOnlyError), self:
+                self._fold_views(wanted)  # (only an optimization: the read merges the pending deltas itself)
+
+    def _repair_replanned(self) -> None:
+        """Another client's CREATE/DROP INDEX or ANALYZE left views reading as broken (`replan`):
+        a read repairs them first, as this connection's next write would, and reads them —
+        unless another connection holds the write lock: the read does not wait for it, and
+        those views read as broken, saying why, until a later read or write repairs them."""
+        with self._not_waiting(), contextlib.suppress(apsw.BusyError, apsw.ReadOnlyError):
+            with self._writing(), self._rebuilds_recorded():
+                replan.keep_views_readable(self.apsw, self.registry)
+            self.registry.sync_shadows()
+
+    @contextlib.contextmanager
+    def _not_waiting(self, applies: bool = True) -> Iterator[None]:
+        """A read never waits for another writer so as to fold or repair for others: a writer may
+        hold the lock for long (the read merges pending changes instead)."""
+        waits = int(scalar(self.apsw, "PRAGMA busy_timeout")) if applies else 0
         if waits:
             self.apsw.set_busy_timeout(0)
         try:
-            with self:
-                self._fold_views(wanted)
-        except (apsw.BusyError, apsw.ReadOnlyError):
-            pass  # only an optimization: the read merges the pending deltas itself
+            yield
         finally:
             if waits:
                 self.apsw.set_busy_timeout(waits)
@@ -373,7 +403,7 @@ class Connection(ViewStatements):
         else:
             if immediate:
                 self._take_write_lock()
-            name = quote(f"__dbsp_with_{next(_savepoints)}")
+            name = _NESTED
             self.apsw.execute(f"SAVEPOINT {name}")
             self._depth.append(name)
 

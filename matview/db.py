@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -10,7 +9,10 @@ from typing import Any
 import apsw
 import apsw.ext
 
-_savepoints = itertools.count()
+#: the name of matview's savepoints: nested ones share it (ROLLBACK TO and RELEASE act on the
+#: innermost of a name), and one text lets apsw reuse its prepared statements — a fold takes one
+#: per view that writes as it computes, at every commit
+_SAVEPOINT = '"__dbsp_sp"'
 
 #: errors of the environment (locks, I/O, space, interrupts), never of one view's SQL: they
 #: reach the caller as they are, where any other error of a view's fold only stalls that view
@@ -87,7 +89,7 @@ def own_statements(conn: apsw.Connection) -> Iterator[None]:
 @contextmanager
 def savepoint(conn: apsw.Connection) -> Iterator[None]:
     """A savepoint: released on success, rolled back to (and released) on any exception."""
-    name = f'"__dbsp_sp_{next(_savepoints)}"'
+    name = _SAVEPOINT
     conn.execute(f"SAVEPOINT {name}")
     try:
         yield

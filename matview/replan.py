@@ -4,8 +4,9 @@ An index or new statistics change how SQLite reads a table, and with it what som
 which spelling of a NOCASE group and GROUP_CONCAT's order, where they follow SQLite's scan and
 matview keeps the table's rowid order (`storage.scan_order`), and which tied rows a view
 recomputed whole keeps (`operators.whole.replanned_otherwise`). Made by a client without
-matview, such a statement leaves those views reading as broken, naming it, until REFRESH. Made
-through a matview connection, it runs in a transaction with their repair: a view recomputed whole
+matview, such a statement leaves those views reading as broken, naming it, until the next read
+or write of a matview connection repairs them (`Registry.replan_due`). Made through a matview
+connection, it runs in a transaction with their repair: a view recomputed whole
 is recomputed under the new plan; an incremental one whose scan order matview no longer follows
 is switched to whole recompute (the fallback, as a CREATE over that index would have made it,
 ΔV = Q(I(A)) − V); the views over them are rebuilt. A view made `WITH (recompute = 'never')`,

@@ -139,6 +139,23 @@ def table_ddl_target(sql: str) -> str | None:
     return unquote(match.group(2)) if match else None
 
 
+#: the head of a write whose only table is its target (`reads_only_its_target`)
+_WRITE_HEAD = re.compile(
+    _LEAD + r"(?:(?:INSERT|REPLACE)(?:\s+OR\s+\w+)?\s+INTO|UPDATE(?:\s+OR\s+\w+)?|DELETE\s+FROM)\s", re.IGNORECASE
+)
+#: what lets the rest of a write read another table: a subquery (SELECT, WITH, VALUES of a
+#: subquery start with SELECT), UPDATE … FROM, `x IN table`, a second statement
+_READS_ANOTHER = re.compile(r"\bselect\b|\bfrom\b|\bin\s+[^\s(]|;", re.IGNORECASE)
+
+
+def reads_only_its_target(sql: str) -> bool:
+    """Whether `sql` is one INSERT/REPLACE/UPDATE/DELETE that reads no table but the one it
+    writes: no subquery, no `UPDATE … FROM`, no `x IN table` (a word like these inside a
+    string literal only makes this say False, never True wrongly)."""
+    head = _WRITE_HEAD.match(sql)
+    return head is not None and _READS_ANOTHER.search(sql, head.end()) is None
+
+
 def names_temp(sql: str) -> bool:
     """Whether a DROP TABLE / DROP VIEW / ALTER TABLE names its table in temp (`temp.t`)."""
     return _TEMP_QUALIFIED.match(sql) is not None

@@ -16,8 +16,9 @@ unchanged; only a host language reading the value could see the sign.)
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 import apsw
 
@@ -155,45 +156,66 @@ class KeptRows:
         """ΔStage1 of the roots `reach_sql` selects (None: every root), whose rows now
         `rows_sql` gives (reading the reached roots from `reached_keys`); the kept rows of the
         roots whose rows changed become their rows now."""
-        conn, columns = self.conn, _columns(self.width)
-        listed = "".join(f"{c}, " for c in columns)
-        root = _root_text(self.key_width, self.nullable)
+        conn = self.conn
+        statements = _delta_statements(
+            self.table, self.reached, self.now, self.key_width, self.nullable, self.width, reach_sql, rows_sql
+        )
         for name, scratch_columns in self.scratch.items():
             conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} ({scratch_columns})")
             conn.execute(f"DELETE FROM temp.{name}")
-        if reach_sql is None:
-            kept = f"SELECT root, {listed}-weight FROM {self.table}"
-        else:
-            keys = ", ".join(f"k{i}" for i in range(self.key_width))
-            if reach_sql:  # (empty: no root reached)
-                conn.execute(
-                    f"WITH __dbsp_r({keys}) AS ({reach_sql}) "
-                    f"INSERT INTO {self.reached} SELECT {root}, {keys} FROM __dbsp_r",
-                    params,
-                )
-            kept = f"SELECT root, {listed}-weight FROM {self.table} WHERE root IN (SELECT root FROM {self.reached})"
-        conn.execute(
-            f"{_named(rows_sql, self.width, self.key_width)} "
-            f"INSERT INTO {self.now} SELECT {root}, {listed}w FROM __dbsp_r",
-            params,
-        )
-        group = ", ".join(filter(None, ["root", _identity(self.width)]))
-        changed = list(
-            conn.execute(
-                f"SELECT root, {listed}sum(w) FROM (SELECT root, {listed}w FROM {self.now} UNION ALL {kept}) "
-                f"GROUP BY {group} HAVING sum(w) <> 0"
-            )
-        )
+        if statements.reach is not None:
+            conn.execute(statements.reach, params)
+        conn.execute(statements.now, params)
+        changed = list(conn.execute(statements.changed))
         if changed:
             roots = json.dumps(sorted({row[0] for row in changed}))
-            among = "root IN (SELECT value FROM json_each(?))"
-            conn.execute(f"DELETE FROM {self.table} WHERE {among}", (roots,))
-            conn.execute(
-                f"INSERT INTO {self.table} (root, {listed}weight) SELECT root, {listed}sum(w) FROM {self.now} "
-                f"WHERE {among} GROUP BY {group} HAVING sum(w) <> 0",
-                (roots,),
-            )
+            conn.execute(statements.forget, (roots,))
+            conn.execute(statements.keep, (roots,))
         return [row[1:] for row in changed]
+
+
+class _DeltaStatements(NamedTuple):
+    reach: str | None  # the reached roots into the scratch table (None: every root, or none)
+    now: str  # the reached roots' rows now into the other scratch table
+    changed: str  # ΔStage1 with its roots: rows now − rows kept
+    forget: str  # the kept rows of the roots whose rows changed, deleted …
+    keep: str  # … and replaced by their rows now
+
+
+@functools.lru_cache(maxsize=256)
+def _delta_statements(
+    table: str,
+    reached: str,
+    now: str,
+    key_width: int,
+    nullable: bool,
+    width: int,
+    reach_sql: str | None,
+    rows_sql: str,
+) -> _DeltaStatements:
+    """The statements of `KeptRows.delta`, built once per view shape (a fold runs them at every
+    commit; the same text also lets apsw reuse its prepared statements)."""
+    listed = "".join(f"{c}, " for c in _columns(width))
+    root = _root_text(key_width, nullable)
+    reach = None
+    if reach_sql is None:
+        kept = f"SELECT root, {listed}-weight FROM {table}"
+    else:
+        keys = ", ".join(f"k{i}" for i in range(key_width))
+        if reach_sql:  # (empty: no root reached)
+            reach = f"WITH __dbsp_r({keys}) AS ({reach_sql}) INSERT INTO {reached} SELECT {root}, {keys} FROM __dbsp_r"
+        kept = f"SELECT root, {listed}-weight FROM {table} WHERE root IN (SELECT root FROM {reached})"
+    group = ", ".join(filter(None, ["root", _identity(width)]))
+    among = "root IN (SELECT value FROM json_each(?))"
+    return _DeltaStatements(
+        reach,
+        f"{_named(rows_sql, width, key_width)} INSERT INTO {now} SELECT {root}, {listed}w FROM __dbsp_r",
+        f"SELECT root, {listed}sum(w) FROM (SELECT root, {listed}w FROM {now} UNION ALL {kept}) "
+        f"GROUP BY {group} HAVING sum(w) <> 0",
+        f"DELETE FROM {table} WHERE {among}",
+        f"INSERT INTO {table} (root, {listed}weight) SELECT root, {listed}sum(w) FROM {now} "
+        f"WHERE {among} GROUP BY {group} HAVING sum(w) <> 0",
+    )
 
 
 def require(conn: apsw.Connection, view: str) -> None:
