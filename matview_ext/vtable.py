@@ -156,11 +156,13 @@ class Table:
         cost = 1_000_000.0
         for column, op in constraints:
             # push down only where the view table compares as the view does (same affinity, BINARY)
+            # whatever the other operand is: see `_narrows`
             if (
                 column < 0
                 or op not in _OPS
                 or columns[column].collation != "BINARY"
                 or columns[column].storage_type != columns[column].decltype
+                or affinity(columns[column].decltype) not in _NUMERIC
             ):
                 used.append(None)
                 continue
@@ -209,14 +211,16 @@ class Cursor:
         view = self.table.view()
         conn = self.table.module.conn
         columns = view.entry.plan.columns
-        conditions = []
-        for term in indexname.split(",") if indexname else []:
+        conditions, arguments = [], []
+        for term, argument in zip(indexname.split(",") if indexname else [], constraintargs):
             column, op = term.split(":")
-            conditions.append(f"{quote(columns[int(column)].name)} {op} ?")
+            if _narrows(argument):
+                conditions.append(f"{quote(columns[int(column)].name)} {op} ?")
+                arguments.append(argument)
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         stored: list[Any] = conn.execute(
             f"SELECT {view.table.select_columns}, {quote(names.ROW_ID)} FROM {view.table.table}{where}",
-            tuple(constraintargs),
+            tuple(arguments),
         ).fetchall()
         try:
             pending = pending_view_delta(conn, self.table.module.registry, view)
@@ -262,6 +266,20 @@ class Cursor:
 
     def Close(self) -> None:
         self.rows, self.ids = [], []
+
+
+_NUMERIC = ("INTEGER", "REAL", "NUMERIC")
+
+
+def _narrows(argument: Any) -> bool:
+    """Whether a constraint `column op argument` on a column of numeric affinity (`BestIndex`)
+    may narrow the stored rows read: where the argument is a number. SQLite compares a number
+    with such a column the same whatever the other operand's affinity and collation (a TEXT
+    value never equals a number, and a collation compares only texts); a text argument may
+    come with a collation the pushdown cannot see (`x = v.c COLLATE NOCASE`), and a column
+    without numeric affinity may be converted by the other operand's (`'1.0' = 1` against a
+    NUMERIC column). SQLite checks every constraint again, so leaving one out only reads more."""
+    return type(argument) in (int, float)
 
 
 _COPY_BITS = 16  # copies of one stored row told apart in its rowid (beyond: by hash, as pending rows)

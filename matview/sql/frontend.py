@@ -44,6 +44,7 @@ from matview.sql.validate import (
     one_statement,
     parse_select,
     probe_columns,
+    refuse_collated_membership,
     refuse_nondeterministic,
     refuse_unstable_rowid,
     refuse_unsupported,
@@ -69,6 +70,7 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
     """Compile the defining SELECT of a view, or raise `Error` / `UnsupportedQuery`."""
     sql, tokens = one_statement(sql)
     names, decltypes = probe_columns(conn, sql)
+    refuse_collated_membership(sql)
     compound = split_arms(sql, tokens) if tokens[0].kind == TokenType.SELECT else None
     if compound is not None:
         arms, operation = compound
@@ -84,6 +86,7 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
     inlined = inline_query(conn, expanded)
     if inlined.sql != sql:
         sql, tokens = one_statement(inlined.sql)
+        refuse_collated_membership(sql)  # (a plain view's column may bring its COLLATE into a subquery)
     tree = parse_select(sql)
     refuse_unsupported(tree)
     functions = refuse_nondeterministic(conn, sql, tokens)

@@ -1,0 +1,104 @@
+"""What hunts 33 (values and types at join keys) and 34 (subqueries as people write them) found.
+
+* A read of a view through its virtual table (a view the stored table cannot stand for: a
+  DISTINCT over an untyped column, say) pushed `column = value` down into the stored table,
+  which compares without the other operand's affinity or collation: `'1.0' = 1` against a
+  NUMERIC column, `'a' = 'A' COLLATE NOCASE`. The row was left out, and so was every view over
+  it (`vtable._narrows`).
+* `x IN (SELECT y COLLATE NOCASE FROM …)`: SQLite answers it otherwise once `x` has an index
+  (one matview made for another view's reach was enough): the view kept the answer of the
+  plan without it (`validate.refuse_collated_membership`; with the fallback on, the view is
+  recomputed whole).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+_HERE = Path(__file__).resolve().parent
+for _p in (str(_HERE), str(_HERE.parent)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from oracle import assert_refused, assert_views_match, create_views_both_modes  # noqa: E402
+from stock import stock_sqlite3  # noqa: E402
+
+import matview  # noqa: E402
+
+
+def test_a_read_through_the_virtual_table_keeps_affinity_and_collation(tmp_path: Path) -> None:
+    path = tmp_path / "pushdown.db"
+    conn = matview.connect(str(path))
+    conn.execute("CREATE TABLE a(id INTEGER PRIMARY KEY, k)")  # untyped: '1.0' stays text
+    conn.execute("CREATE TABLE b(id INTEGER PRIMARY KEY, k NUMERIC)")
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, k TEXT)")
+    conn.execute("INSERT INTO a VALUES (1, '1.0'), (2, 'a'), (3, 7)")
+    conn.execute("INSERT INTO b VALUES (1, 1), (2, 7.0)")
+    conn.execute("INSERT INTO t VALUES (1, 'A')")
+    up = create_views_both_modes(conn, {"up": "SELECT DISTINCT k AS c FROM a"})
+    reads = {
+        "SELECT * FROM {v} WHERE c IN (SELECT k FROM b)",
+        "SELECT * FROM {v} WHERE c = CAST(1 AS NUMERIC)",
+        "SELECT * FROM {v} WHERE c = 7",
+        "SELECT * FROM {v} WHERE c > 6 AND c < 8.5",
+        "SELECT b.id, u.c FROM b LEFT JOIN {v} u ON u.c = b.k",
+        "SELECT t.id, u.c FROM t LEFT JOIN {v} u ON u.c = t.k COLLATE NOCASE",
+        "SELECT t.id, u.c FROM t JOIN {v} u ON t.k COLLATE NOCASE = u.c",
+    }
+    for view in up:
+        for read in reads:
+            got = sorted(conn.execute(read.format(v=view)).fetchall(), key=repr)
+            want = sorted(conn.execute(read.format(v="(SELECT DISTINCT k AS c FROM a)")).fetchall(), key=repr)
+            assert got == want, read
+    over = {
+        f"down_{view}": f"SELECT b.id, u.c FROM b LEFT JOIN {view} u ON u.c = b.k"
+        for view in up
+        if view.endswith("imm")
+    }
+    for name, select in over.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {select}")
+    assert_views_match(conn, {**up, **over})
+    with conn:
+        conn.execute("INSERT INTO a VALUES (4, '7.0'), (5, 'A')")
+        conn.execute("UPDATE b SET k = '7' WHERE id = 1")
+    stock_sqlite3(path, ["DELETE FROM a WHERE id = 1", "INSERT INTO b VALUES (3, 1)"])
+    assert_views_match(conn, {**up, **over})
+
+
+COLLATED_IN = "SELECT id FROM o WHERE s IN (SELECT st COLLATE NOCASE FROM t)"
+
+
+def test_an_in_subquery_compared_under_its_own_collate_is_refused_without_the_fallback(tmp_path: Path) -> None:
+    setup = ["CREATE TABLE o(id INTEGER PRIMARY KEY, s TEXT)", "CREATE TABLE t(id INTEGER PRIMARY KEY, st TEXT)"]
+    assert_refused(tmp_path, setup, COLLATED_IN, match="COLLATE")
+    (tmp_path / "x").mkdir()
+    assert_refused(tmp_path / "x", setup, "SELECT id FROM o WHERE s NOT IN (SELECT (st) COLLATE RTRIM FROM t)")
+
+
+@pytest.mark.fall_back_to_whole
+def test_an_in_subquery_compared_under_its_own_collate_follows_sqlite_when_an_index_appears(tmp_path: Path) -> None:
+    conn = matview.connect(str(tmp_path / "collated.db"))
+    conn.execute("CREATE TABLE o(id INTEGER PRIMARY KEY, s TEXT, n NUMERIC)")
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, st TEXT)")
+    conn.execute("INSERT INTO o VALUES (2, 'a', 'a'), (3, 'b ', 'b')")
+    conn.execute("INSERT INTO t VALUES (1, 'a'), (5, 'b')")
+    live = create_views_both_modes(
+        conn,
+        {
+            "h": COLLATED_IN,
+            "r": "SELECT id FROM o WHERE s IN (SELECT st COLLATE RTRIM FROM t)",
+            "n": "SELECT id, n IN (SELECT st COLLATE NOCASE FROM t) AS hit FROM o",
+        },
+    )
+    for view in live:
+        assert "recomputed whole" in conn.view(view).explain()
+    # another view's membership reach indexes o(s), which changes SQLite's own answer
+    conn.execute("CREATE MATERIALIZED VIEW c AS SELECT id FROM o WHERE s IN (SELECT st FROM t)")
+    conn.execute("INSERT INTO t VALUES (4, 'A')")
+    assert_views_match(conn, live)
+    conn.execute("CREATE INDEX o_n ON o(n)")
+    conn.execute("INSERT INTO o VALUES (6, 'A', 'B')")
+    assert_views_match(conn, live)
