@@ -5,6 +5,9 @@
   which compares without the other operand's affinity or collation: `'1.0' = 1` against a
   NUMERIC column, `'a' = 'A' COLLATE NOCASE`. The row was left out, and so was every view over
   it (`vtable._narrows`).
+* A -0.0 written over a 0.0 was lost by views maintained per row of their first table
+  (subqueries, LEFT JOIN chains): their kept rows took the two for one value
+  (`kept_rows._identity`).
 * `x IN (SELECT y COLLATE NOCASE FROM …)`: SQLite answers it otherwise once `x` has an index
   (one matview made for another view's reach was enough): the view kept the answer of the
   plan without it (`validate.refuse_collated_membership`; with the fallback on, the view is
@@ -13,6 +16,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -102,3 +106,38 @@ def test_an_in_subquery_compared_under_its_own_collate_follows_sqlite_when_an_in
     conn.execute("CREATE INDEX o_n ON o(n)")
     conn.execute("INSERT INTO o VALUES (6, 'A', 'B')")
     assert_views_match(conn, live)
+
+
+def _signs(rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    """Rows with each REAL zero shown with its sign (Python's == calls -0.0 and 0.0 equal)."""
+    return sorted(
+        (tuple(("zero", math.copysign(1, v)) if isinstance(v, float) and v == 0 else v for v in row) for row in rows),
+        key=repr,
+    )
+
+
+def test_a_negative_zero_over_a_zero_reaches_views_kept_per_root(tmp_path: Path) -> None:
+    conn = matview.connect(str(tmp_path / "zeros.db"))
+    conn.execute("CREATE TABLE b(id INTEGER PRIMARY KEY, k, g)")
+    conn.execute("CREATE TABLE c(id INTEGER PRIMARY KEY, k)")
+    conn.execute("CREATE TABLE a(id INTEGER PRIMARY KEY, k)")
+    conn.execute("INSERT INTO b VALUES (1, 0.0, 1), (2, 5, 1)")
+    conn.execute("INSERT INTO c VALUES (1, 0.0)")
+    conn.execute("INSERT INTO a VALUES (1, 0.0)")
+    live = create_views_both_modes(
+        conn,
+        {
+            "sub": "SELECT k, (SELECT c.k FROM c WHERE c.id = b.g) AS ck FROM b",
+            "chain": "SELECT x.k, z.k AS zk FROM b x JOIN c y ON x.k = y.k LEFT JOIN a z ON z.k = y.k",
+        },
+    )
+    for writes in (
+        ["UPDATE b SET k = -0.0 WHERE id = 1"],
+        ["UPDATE c SET k = -0.0", "UPDATE a SET k = -0.0"],
+        ["UPDATE b SET k = 0.0 WHERE id = 1", "UPDATE a SET k = 0"],
+    ):
+        with conn:
+            for sql in writes:
+                conn.execute(sql)
+        for view, select in live.items():
+            assert _signs(conn.execute(f"SELECT * FROM {view}").fetchall()) == _signs(conn.execute(select).fetchall())

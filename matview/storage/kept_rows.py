@@ -9,9 +9,9 @@ groups — so ΔStage1 = (rows of the reached roots now) − (the rows they kept
 SQLite, set at a time, and Python sees only the rows that changed: a change that reaches
 10,000 roots but alters the rows of one costs SQL work for the 10,000 and Python work for one.
 
-(SQLite calls the REALs 0.0 and -0.0 equal, and no SQL tells them apart — `quote`, `CAST`
-and `printf` show both as 0.0 — so a row that changes only from one to the other is taken as
-unchanged; only a host language reading the value could see the sign.)
+(SQLite calls the REALs 0.0 and -0.0 equal, and `quote`, `CAST` and `printf` show both as
+0.0; `atan2(x, -1)` tells them apart (π and −π), so a row that changes only from one to the
+other is a change — where SQLite has its math functions, as the apsw wheels do.)
 """
 
 from __future__ import annotations
@@ -41,10 +41,23 @@ def _columns(width: int) -> list[str]:
     return [f"c{i}" for i in range(width)]
 
 
+@functools.cache
+def _signed_zeros() -> str:
+    """The GROUP BY term that tells a column's -0.0 from 0.0 (`{c}` for the column), where
+    SQLite has `atan2`; else none."""
+    try:
+        apsw.Connection(":memory:").execute("SELECT atan2(0.0, -1)").fetchall()
+    except apsw.SQLError:
+        return ""
+    return ", CASE WHEN typeof({c}) = 'real' AND {c} = 0 THEN atan2({c}, -1) END"
+
+
 def _identity(width: int) -> str:
     """The GROUP BY terms that tell two stage-1 rows apart exactly (see the module docstring):
-    BINARY, whatever collation a column carries from the SELECT (NOCASE would merge 'a', 'A')."""
-    return ", ".join(f"c{i} COLLATE BINARY, typeof(c{i})" for i in range(width))
+    BINARY, whatever collation a column carries from the SELECT (NOCASE would merge 'a', 'A'),
+    its storage class, and the sign of a REAL zero."""
+    zeros = _signed_zeros()
+    return ", ".join(f"c{i} COLLATE BINARY, typeof(c{i}){zeros.format(c=f'c{i}')}" for i in range(width))
 
 
 def exact_text(expression: str) -> str:
