@@ -243,12 +243,16 @@ def _healed(conn: apsw.Connection, view: View, marker: bytes) -> ZSet[bytes] | s
     """The ΔV that switches a view whose fold met `marker` (a result only SQLite's scan order
     decides) to whole recompute (`fallback.heal`); or why it cannot be switched, or what its
     SELECT raises (the view then stalls, and reading it says why)."""
+    entry, circuit = view.entry, view.circuit
     try:
         with savepoint(conn):
             healed = fallback.heal(conn, view, marker)
     except ENVIRONMENT_ERRORS:
         raise
     except Exception as exc:
+        # the savepoint took the switch back in the file: so must `view` (a later fold would
+        # recompute it whole, and the next catalog load find it incremental, its state stale)
+        view.entry, view.circuit = entry, circuit
         return describe(exc)
     return "it cannot be recomputed whole" if healed is None else healed
 

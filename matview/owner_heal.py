@@ -30,15 +30,19 @@ def recompute_whole_instead(conn: apsw.Connection, registry: Registry, owner: Vi
     changes the stalled fold left pending make its next fold's ΔV the SELECT's rows − the stored
     ones."""
     reason = fallback.HEALED[marker]
-    with savepoint(conn):
-        nodes = registry.own_nodes(owner)
-        if not fallback.switch_to_whole(conn, owner, reason):
-            raise Error(f"materialized view {owner.name} cannot be folded: {reason}, and it cannot be recomputed whole")
-        clear_state_tables(conn, owner.name)
-        registry.invalidate()  # (its nodes are no longer read: they can be dropped)
-        for node in reversed(nodes):  # (a node read by another node goes after it)
-            lifecycle.drop_view(conn, registry, node.name, if_exists=True)
-    registry.invalidate()
+    try:
+        with savepoint(conn):
+            nodes = registry.own_nodes(owner)
+            if not fallback.switch_to_whole(conn, owner, reason):
+                raise Error(
+                    f"materialized view {owner.name} cannot be folded: {reason}, and it cannot be recomputed whole"
+                )
+            clear_state_tables(conn, owner.name)
+            registry.invalidate()  # (its nodes are no longer read: they can be dropped)
+            for node in reversed(nodes):  # (a node read by another node goes after it)
+                lifecycle.drop_view(conn, registry, node.name, if_exists=True)
+    finally:
+        registry.invalidate()  # (also where the savepoint took the switch back: `owner` is stale)
 
 
 def fold_healing_owners(

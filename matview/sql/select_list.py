@@ -23,7 +23,9 @@ from matview.sql.sqltext import (
     Span,
     Token,
     depth_walk,
+    explicit_collation,
     find_aggregate_calls,
+    inside_subqueries,
     matching_paren,
     normalized,
     parse_sqlite,
@@ -122,14 +124,7 @@ class SelectList(AggregateCalls):
         column's own, seen through parentheses, unary `+` and CAST (`+tag`, `CAST(tag AS TEXT)`
         keep tag's NOCASE); else BINARY."""
         tokens = tuple(tokens)
-        inside = _inside_subqueries(tokens)
-        collates = [i for i, t in enumerate(tokens[:-1]) if t.kind == TokenType.COLLATE and i not in inside]
-        if collates:
-            at = collates[0]
-            while at + 3 < len(tokens) and tokens[at + 2].kind == TokenType.COLLATE:
-                at += 2  # (`x COLLATE a COLLATE b` is b: the outer one)
-            return tokens[at + 1].text.upper()
-        return self._column_collation(tokens)
+        return explicit_collation(tokens) or self._column_collation(tokens)
 
     def _column_collation(self, tokens: tuple[Token, ...]) -> str:
         """A column's collation through parentheses, unary `+` and CAST; BINARY for anything else."""
@@ -178,7 +173,7 @@ class SelectList(AggregateCalls):
         aliases = {item.alias.lower(): item for item in items if item.alias}
         replacements = []
         toks = span.tokens
-        inside = _inside_subqueries(toks)
+        inside = inside_subqueries(toks)
         for index, token in enumerate(toks):
             if token.kind not in (TokenType.VAR, TokenType.IDENTIFIER):  # never a keyword such as NULL
                 continue
@@ -231,7 +226,7 @@ class SelectList(AggregateCalls):
             return extra
         for span in spans:
             toks = span.tokens
-            skipped = _inside_subqueries(toks) | {
+            skipped = inside_subqueries(toks) | {
                 i for call in find_aggregate_calls(span.sql, toks) for i in range(call.first, call.last)
             }
             for index, token in enumerate(toks):
@@ -284,7 +279,7 @@ class SelectList(AggregateCalls):
 
     def reads_only(self, tokens: tuple[Token, ...], occurrences: set[int]) -> bool:
         """Whether an expression reads columns, and only columns of `occurrences` (no subquery)."""
-        if _inside_subqueries(tokens):
+        if inside_subqueries(tokens):
             return False
         read = False
         for index, token in enumerate(tokens):
@@ -340,7 +335,7 @@ class SelectList(AggregateCalls):
             replacements.append((toks[call.first].start, toks[call.last - 1].end, quote(f"__a{index}")))
         text = self.substitute_group_terms(splice(text, replacements))
         toks = tokenize(text)
-        inside = _inside_subqueries(tuple(toks))
+        inside = inside_subqueries(tuple(toks))
         bare: list[tuple[int, int, str]] = []
         for index, token in enumerate(toks):
             if not token.is_name or (index and toks[index - 1].kind == TokenType.DOT):
@@ -366,15 +361,6 @@ class SelectList(AggregateCalls):
                 column_sql = written if qualified else quote(token.text)
                 bare.append((token.start, toks[last].end, quote(f"__a{self.bare_value(column_sql, ref.column)}")))
         return splice(text, bare)
-
-
-def _inside_subqueries(tokens: tuple[Token, ...]) -> set[int]:
-    """Indexes of the tokens inside parenthesized subqueries."""
-    inside: set[int] = set()
-    for index, token in enumerate(tokens[:-1]):
-        if token.kind == TokenType.L_PAREN and tokens[index + 1].kind in (TokenType.SELECT, TokenType.VALUES):
-            inside.update(range(index, matching_paren(tokens, index) + 1))
-    return inside
 
 
 def _same_with(candidate: str, column: str, term: str, original: str) -> bool:

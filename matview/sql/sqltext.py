@@ -346,6 +346,30 @@ def column_reference(tokens: Sequence[Token]) -> tuple[str, str] | None:
     return None
 
 
+def inside_subqueries(tokens: Sequence[Token]) -> set[int]:
+    """Indexes of the tokens inside parenthesized subqueries."""
+    inside: set[int] = set()
+    for index, token in enumerate(tokens[:-1]):
+        if token.kind == TokenType.L_PAREN and tokens[index + 1].kind in (TokenType.SELECT, TokenType.VALUES):
+            inside.update(range(index, matching_paren(tokens, index) + 1))
+    return inside
+
+
+def explicit_collation(tokens: Sequence[Token]) -> str | None:
+    """The collation an explicit COLLATE gives an expression (`sqlite3ExprCollSeq`): the
+    leftmost outside subqueries wins, as SQLite follows the operand that holds one
+    (`lower(a COLLATE NOCASE)` and `a COLLATE NOCASE || b` are NOCASE); `x COLLATE a COLLATE b`
+    is b. None without one."""
+    inside = inside_subqueries(tokens)
+    collates = [i for i, t in enumerate(tokens[:-1]) if t.kind == TokenType.COLLATE and i not in inside]
+    if not collates:
+        return None
+    at = collates[0]
+    while at + 3 < len(tokens) and tokens[at + 2].kind == TokenType.COLLATE:
+        at += 2
+    return tokens[at + 1].text.upper()
+
+
 def matching_paren(tokens: Sequence[Token], open_index: int) -> int:
     depth = 0
     for index in range(open_index, len(tokens)):

@@ -30,7 +30,7 @@ from matview.plan import OutputColumn, Plan, Upstream
 from matview.sql.from_clause import FromClause, Occurrence
 from matview.sql.from_items import view_parts
 from matview.sql.inline import plain_view_sql
-from matview.sql.sqltext import depth_walk, matching_paren, tokenize
+from matview.sql.sqltext import Token, depth_walk, explicit_collation, matching_paren, set_operators, tokenize
 from matview.sql.validate import one_statement, probe_columns, refuse_nondeterministic
 from matview.storage.catalog import ViewEntry, load_views
 from matview.storage.readable import foreign_temp_objects
@@ -114,6 +114,9 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     columns = []
     for name, decltype, origin in zip(names, decltypes, [*origins, *([None] * len(names))], strict=False):
         columns.append(_output_column(name, decltype, origin, infos, upstreams))
+    shown = _shown_collations(conn, select, tokens, infos, upstreams)
+    if len(shown) == len(columns):
+        columns = [c if collation is None else replace(c, collation=collation) for c, collation in zip(columns, shown)]
     plan = Plan(
         sources=(*(i.name for i in infos), *(u.name for u in upstreams)),
         aliases=(*(i.name for i in infos), *(u.name for u in upstreams)),
@@ -198,6 +201,46 @@ def _output_column(
         if shown is not None:
             return replace(shown, name=name)
     return OutputColumn(name, decltype, "BINARY")
+
+
+def _shown_collations(
+    conn: apsw.Connection, select: str, tokens: list[Token], infos: list[TableInfo], upstreams: list[ViewEntry]
+) -> list[str | None]:
+    """Per column, the collation SQLite gives it where `_output_column` cannot tell: an explicit
+    COLLATE on its expression, or for a set operation (whose columns SQLite takes from its
+    leftmost arm) the collation of the column of a table its first arm shows; None where the
+    column's own stands. (A filter on the view compares under it, as on the SELECT.)"""
+    operators = set_operators(tokens)
+    first = tokens[: operators[0]] if operators else tokens
+    depths = depth_walk(first)
+    at = next((i for i, (t, d) in enumerate(zip(first, depths)) if d == 0 and t.kind == TokenType.SELECT), None)
+    if at is None:
+        return []
+    end = next((i for i in range(at, len(first)) if depths[i] == 0 and first[i].kind in _ENDS_SELECT_LIST), len(first))
+    start = at + 1
+    if start < end and first[start].kind in (TokenType.DISTINCT, TokenType.ALL):
+        start += 1
+    items: list[list[Token]] = [[]]
+    for token, depth in zip(first[start:end], depths[start:end]):
+        if depth == 0 and token.kind == TokenType.COMMA:
+            items.append([])
+        else:
+            items[-1].append(token)
+    collations = [explicit_collation(item) for item in items]
+    if operators:
+        text = select[first[0].start : first[-1].end]
+        try:
+            origins = apsw.ext.query_info(conn, text).description_full or ()
+        except apsw.Error:
+            origins = ()
+        for number, origin in enumerate(origins[: len(collations)]):
+            if collations[number] is None and origin is not None and origin[3]:
+                collations[number] = _output_column("", "", origin, infos, upstreams).collation
+    return collations
+
+
+#: the words that end a SELECT's select list at its own depth
+_ENDS_SELECT_LIST = {TokenType.FROM, TokenType.WHERE, TokenType.GROUP_BY, TokenType.HAVING, TokenType.WINDOW}
 
 
 def whole_tree() -> exp.Select:
