@@ -5,10 +5,10 @@ view ``main.<v>`` that other clients read (see `matview.storage.readable`); file
 format 1 had it in main instead, which this module still serves until they are upgraded.
 A read returns the persisted Z-set ``__dbsp_view_<v>`` merged with ΔV of the deltas
 not folded yet (computed without writing), so it is exact inside an open transaction
-and after writes by clients that never fold. Equality and range constraints on
-BINARY-collated columns are pushed down into the SELECT on the view table, where its
-indexes serve them. SQLite re-checks every constraint (none is marked omitted), so
-pushdown may only narrow, never decide, the result.
+and after writes by clients that never fold. Equality and range constraints that compare
+a number with a BINARY column of numeric affinity are pushed down into the SELECT on the
+view table, where its indexes serve them (`_narrows`). SQLite re-checks every constraint
+(none is marked omitted), so pushdown may only narrow, never decide, the result.
 """
 
 from __future__ import annotations
