@@ -240,7 +240,8 @@ def _compile_with_nodes(
                     return compiled
                 raise _CheaperWhole(
                     f"a subquery that does not depend on the outer row reads {costly}, which the view reads "
-                    f"too: every change of {costly} reaches every row, so running the SELECT once is cheaper"
+                    f"too (or one in an ON condition, or nested in another, whose reach matview does not "
+                    f"trace): every change of {costly} reaches every row, so running the SELECT once is cheaper"
                 )
         except _CheaperWhole as choice:
             registry.invalidate()  # (its nodes are gone with the savepoint)
