@@ -16,6 +16,10 @@
 * A set operation recomputed whole stored its columns BINARY: a filter on the view compared
   otherwise than on its SELECT, whose columns take the first arm's collation
   (`whole._shown_collations`).
+* `c x JOIN b y ON x.k = y.k JOIN a z ON z.k = y.k` with c.k RTRIM and a.k NOCASE: SQLite takes
+  the two comparisons for one chain of equal columns and answers otherwise once a.k has an
+  index under RTRIM; the view's delta terms were planned otherwise than the SELECT re-run and
+  held a row it lacks (`equality_chains`).
 * `x IN (SELECT y COLLATE NOCASE FROM …)`: SQLite answers it otherwise once `x` has an index
   (one matview made for another view's reach was enough): the view kept the answer of the
   plan without it (`validate.refuse_collated_membership`; with the fallback on, the view is
@@ -205,3 +209,46 @@ def test_a_set_operation_recomputed_whole_keeps_its_first_arms_collations(tmp_pa
         for where in filters:
             want = sorted(conn.execute(f"SELECT * FROM ({select}) WHERE {where}").fetchall())
             assert sorted(conn.execute(f"SELECT * FROM {view} WHERE {where}").fetchall()) == want, (view, where)
+
+
+CHAIN = "SELECT count(*) AS n, sum(z.v) AS s FROM c x JOIN b y ON x.k = y.k JOIN a z ON z.k = y.k"
+CHAIN_TABLES = [
+    "CREATE TABLE a(id INTEGER PRIMARY KEY, k COLLATE NOCASE, v)",
+    "CREATE TABLE b(id INTEGER PRIMARY KEY, k COLLATE NOCASE)",
+    "CREATE TABLE c(id INTEGER PRIMARY KEY, k TEXT COLLATE RTRIM)",
+]
+
+
+def test_join_columns_compared_under_two_collations_in_one_chain_are_refused(tmp_path: Path) -> None:
+    assert_refused(tmp_path, CHAIN_TABLES, CHAIN, match="two collations in one chain")
+    conn = matview.connect(str(tmp_path / "one.db"))
+    for sql in CHAIN_TABLES:
+        conn.execute(sql)
+    # one collation per chain (each comparison's is its left column's): maintained
+    same = "SELECT count(*) FROM c x JOIN b y ON y.k = x.k JOIN a z ON y.k = z.k"
+    conn.execute(f"CREATE MATERIALIZED VIEW same AS {same}")
+    assert "recomputed whole" not in conn.view("same").explain()
+
+
+@pytest.mark.fall_back_to_whole
+def test_join_columns_compared_under_two_collations_follow_sqlite_under_any_index(tmp_path: Path) -> None:
+    conn = matview.connect(str(tmp_path / "chain.db"))
+    for sql in CHAIN_TABLES:
+        conn.execute(sql)
+    conn.execute("CREATE INDEX a_rtrim ON a(k COLLATE RTRIM)")
+    conn.execute("CREATE INDEX a_nocase ON a(k COLLATE NOCASE)")
+    conn.execute("INSERT INTO a VALUES (7, 'a', 7)")
+    conn.execute("INSERT INTO c VALUES (4, 'A')")
+    live = create_views_both_modes(conn, {"chain": CHAIN})
+    for view in live:
+        assert "recomputed whole" in conn.view(view).explain()
+    with conn:
+        conn.execute("UPDATE c SET k = '3' WHERE id = 4")
+        conn.execute("INSERT INTO b VALUES (2, 'A')")
+    assert_views_match(conn, live)
+    with conn:
+        conn.execute("INSERT INTO c VALUES (5, 'A ')")
+        conn.execute("INSERT INTO a VALUES (8, 'A', 1)")
+    conn.execute("DROP INDEX a_rtrim")
+    conn.execute("INSERT INTO b VALUES (3, 'a')")
+    assert_views_match(conn, live)

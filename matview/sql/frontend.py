@@ -25,6 +25,7 @@ from matview.names import is_node, quote
 from matview.operators.partition import reach_filter
 from matview.plan import WEIGHT, OutputColumn, Plan, PostColumn, Template
 from matview.sql.compound import combine, split_arms
+from matview.sql.equality_chains import refuse_mixed_collation_chains
 from matview.sql.from_clause import FromClause, read_from_clause
 from matview.sql.from_items import read_from_items
 from matview.sql.inline import inline_query
@@ -93,6 +94,7 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
     clauses = split_clauses(sql, tokens)
     source = read_from_clause(conn, sql, clauses.from_.tokens)
     refuse_unstable_rowid(tokens, source)
+    refuse_mixed_collation_chains(sql, tokens, source)
     if clauses.having and has_subquery(clauses.having.text):
         raise UnsupportedQuery("a subquery in HAVING is not supported yet (it is evaluated per group)")
     plan = build_plan(conn, sql, clauses, source, names, decltypes, tree, functions)
@@ -118,6 +120,7 @@ def _compile_arm(
     clauses = split_clauses(sql, tokens)
     source = read_from_clause(conn, sql, clauses.from_.tokens)
     refuse_unstable_rowid(tokens, source)
+    refuse_mixed_collation_chains(sql, tokens, source)
     plan = build_plan(conn, sql, clauses, source, names, decltypes, tree, functions)
     return Compiled(replace(plan, functions=functions), tree, source)
 
