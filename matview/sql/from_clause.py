@@ -256,7 +256,7 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
         root = max((i for i, kind in enumerate(kinds) if kind == "RIGHT"), default=0)
         if any(kind == "RIGHT" and hidden[i] for i, kind in enumerate(kinds)):
             raise UnsupportedQuery(
-                "a RIGHT JOIN with USING or NATURAL among more tables is not supported yet (join it by ON)"
+                "a RIGHT JOIN with USING or NATURAL is not supported yet (join it by ON)"
             )
         joined = "RIGHT" if "RIGHT" in outer_kinds else "LEFT"
         if joined == "RIGHT":
