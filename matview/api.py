@@ -21,7 +21,7 @@ from matview import base_ddl, fallback, feed, lifecycle, names, owner_heal, repl
 from matview.db import Rows, scalar
 from matview.errors import Error, SchemaChanged
 from matview.fold import pending_count
-from matview.names import is_node, quote
+from matview.names import fold, is_node, quote
 from matview.operators import aggregate_sql
 from matview.operators.exact_extrema import register_exact_extrema
 from matview.operators.exact_sums import register_exact_sums
@@ -141,11 +141,15 @@ class Connection(ViewStatements):
         common `with db: db.execute("INSERT …")`) needs nothing of matview before it runs: the
         capture triggers log it, and the commit looks at the schema once, before it folds. So
         neither the write lock nor a look at the schema comes first, and the write waits for a
-        busy lock as a stock client's does. A write that may read a view (a subquery,
-        `UPDATE … FROM`, `x IN v`) goes the long way: the view's shadow must be current."""
-        return (
-            not self.apsw.get_autocommit() and not self.registry.lost_capture and statements.reads_only_its_target(sql)
-        )
+        busy lock as a stock client's does. The long way goes a write that may read a view (a
+        subquery, `UPDATE … FROM`, `x IN v`), and one whose target is named like a view this
+        connection knows (its shadow is stale where another connection made a table of that
+        name since): the shadows must be current."""
+        registry = self.registry
+        if self.apsw.get_autocommit() or registry.lost_capture or not registry.shadows_current():
+            return False
+        target = statements.plain_write_target(sql)
+        return target is not None and fold(target) not in registry.views  # (the views loaded: no look)
 
     def _run(self, sql: str, params: Any) -> Any:
         """The statement, run by SQLite. Another process may change the schema between this

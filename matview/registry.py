@@ -169,7 +169,9 @@ class Registry:
                 self._check_views_read(views)
         return views
 
-    def _shadows_current(self) -> bool:
+    def shadows_current(self) -> bool:
+        """Whether this connection's TEMP shadows are those of the views loaded (as of the last
+        look at the schema: no look here)."""
         return self._shadowed is not None and self._shadowed[0] == self._schema_version
 
     def _load(self, version: int) -> None:
@@ -225,7 +227,7 @@ class Registry:
                 elif read.broken or read.stalled:
                     view.broken = view.broken or self._as_own(view, read, read.broken)
                     view.stalled = view.stalled or self._as_own(view, read, read.stalled)
-            if view.entry.plan.whole and view.entry.plan.upstreams and not self._shadows_current():
+            if view.entry.plan.whole and view.entry.plan.upstreams and not self.shadows_current():
                 # (its SELECT reads views through this connection's TEMP shadows, which `sync_shadows`
                 # has yet to make: a TEMP object of the user's could stand in their place)
                 self._replans_waiting = True

@@ -139,21 +139,26 @@ def table_ddl_target(sql: str) -> str | None:
     return unquote(match.group(2)) if match else None
 
 
-#: the head of a write whose only table is its target (`reads_only_its_target`)
+#: the head of a write whose only table is its target (`plain_write_target`), and the target
 _WRITE_HEAD = re.compile(
-    _LEAD + r"(?:(?:INSERT|REPLACE)(?:\s+OR\s+\w+)?\s+INTO|UPDATE(?:\s+OR\s+\w+)?|DELETE\s+FROM)\s", re.IGNORECASE
+    _LEAD + r"(?:(?:INSERT|REPLACE)(?:\s+OR\s+\w+)?\s+INTO|UPDATE(?:\s+OR\s+\w+)?|DELETE\s+FROM)\s+"
+    rf"(?:main\s*\.\s*)?({_NAME})(?=\s|\(|\Z)(?!\s*\.)",
+    re.IGNORECASE,
 )
 #: what lets the rest of a write read another table: a subquery (SELECT, WITH, VALUES of a
-#: subquery start with SELECT), UPDATE … FROM, `x IN table`, a second statement
-_READS_ANOTHER = re.compile(r"\bselect\b|\bfrom\b|\bin\s+[^\s(]|;", re.IGNORECASE)
+#: subquery start with SELECT), UPDATE … FROM, `x IN table` (any IN not followed by a
+#: parenthesis), a second statement; and a comment, behind which any of these may hide
+_READS_ANOTHER = re.compile(r"\bselect\b|\bfrom\b|\bin\b(?!\s*\()|;|--|/\*", re.IGNORECASE)
 
 
-def reads_only_its_target(sql: str) -> bool:
-    """Whether `sql` is one INSERT/REPLACE/UPDATE/DELETE that reads no table but the one it
-    writes: no subquery, no `UPDATE … FROM`, no `x IN table` (a word like these inside a
-    string literal only makes this say False, never True wrongly)."""
+def plain_write_target(sql: str) -> str | None:
+    """The table `sql` writes, where it is one INSERT/REPLACE/UPDATE/DELETE that reads no table
+    but that one: no subquery, no `UPDATE … FROM`, no `x IN table`; None otherwise (a word
+    like these inside a string literal only makes this say None, never a target wrongly)."""
     head = _WRITE_HEAD.match(sql)
-    return head is not None and _READS_ANOTHER.search(sql, head.end()) is None
+    if head is None or _READS_ANOTHER.search(sql, head.end()) is not None:
+        return None
+    return unquote(head.group(1))
 
 
 def names_temp(sql: str) -> bool:

@@ -255,9 +255,7 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
         # the last RIGHT JOIN (joins nest to the left: a RIGHT JOIN keeps its right side's rows only)
         root = max((i for i, kind in enumerate(kinds) if kind == "RIGHT"), default=0)
         if any(kind == "RIGHT" and hidden[i] for i, kind in enumerate(kinds)):
-            raise UnsupportedQuery(
-                "a RIGHT JOIN with USING or NATURAL is not supported yet (join it by ON)"
-            )
+            raise UnsupportedQuery("a RIGHT JOIN with USING or NATURAL is not supported yet (join it by ON)")
         joined = "RIGHT" if "RIGHT" in outer_kinds else "LEFT"
         if joined == "RIGHT":
             template = _outer_words_written(template, outer_kinds)
