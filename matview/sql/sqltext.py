@@ -356,18 +356,50 @@ def inside_subqueries(tokens: Sequence[Token]) -> set[int]:
 
 
 def explicit_collation(tokens: Sequence[Token]) -> str | None:
-    """The collation an explicit COLLATE gives an expression (`sqlite3ExprCollSeq`): the
-    leftmost outside subqueries wins, as SQLite follows the operand that holds one
-    (`lower(a COLLATE NOCASE)` and `a COLLATE NOCASE || b` are NOCASE); `x COLLATE a COLLATE b`
-    is b. None without one."""
-    inside = inside_subqueries(tokens)
-    collates = [i for i, t in enumerate(tokens[:-1]) if t.kind == TokenType.COLLATE and i not in inside]
+    """The collation an explicit COLLATE gives an expression, as `sqlite3ExprCollSeq` finds it:
+    from the top, a COLLATE applied to the whole wins (`(b COLLATE RTRIM) COLLATE NOCASE`,
+    `lower(x COLLATE A) COLLATE B`, `x COLLATE a COLLATE b` are the outer one); else the
+    leftmost operand or argument that holds one (`lower(a COLLATE NOCASE)`, `a COLLATE NOCASE
+    || b` are NOCASE). Subqueries, a window's OVER (…) and FILTER (…), and an aggregate's ORDER
+    BY give the expression none. None without one."""
+    ignored = _collation_blind(tokens)
+    collates = [i for i, t in enumerate(tokens[:-1]) if t.kind == TokenType.COLLATE and i not in ignored]
     if not collates:
         return None
+    depths = depth_walk(tokens)
     at = collates[0]
-    while at + 3 < len(tokens) and tokens[at + 2].kind == TokenType.COLLATE:
-        at += 2
-    return tokens[at + 1].text.upper()
+    while True:
+        while at + 3 < len(tokens) and tokens[at + 2].kind == TokenType.COLLATE:
+            at += 2  # (`x COLLATE a COLLATE b` is b)
+        # the parenthesized groups around it, closed by `)` after `)`: a COLLATE after the last
+        # applies to all of them (a function call's parentheses as a group's)
+        close, depth = at, depths[at]
+        while depth > 0:
+            close = next((j for j in range(close + 1, len(tokens)) if depths[j] < depth), len(tokens))
+            depth -= 1
+            if close + 1 >= len(tokens) or tokens[close + 1].kind != TokenType.R_PAREN:
+                break
+        if close + 2 < len(tokens) and tokens[close + 1].kind == TokenType.COLLATE and close + 1 not in ignored:
+            at = close + 1
+            continue
+        return tokens[at + 1].text.upper()
+
+
+def _collation_blind(tokens: Sequence[Token]) -> set[int]:
+    """The tokens whose COLLATE gives an enclosing expression none: inside subqueries, a window's
+    OVER (…), a FILTER (…), and an aggregate's ORDER BY (up to its call's closing parenthesis)."""
+    ignored = inside_subqueries(tokens)
+    depths = depth_walk(tokens)
+    for index, token in enumerate(tokens[:-1]):
+        if index in ignored:
+            continue
+        following = tokens[index + 1].kind
+        if token.text.upper() in ("OVER", "FILTER") and following == TokenType.L_PAREN:
+            ignored.update(range(index + 1, matching_paren(tokens, index + 1) + 1))
+        elif token.kind == TokenType.ORDER_BY and depths[index] > 0:
+            end = next((j for j in range(index, len(tokens)) if depths[j] < depths[index]), len(tokens))
+            ignored.update(range(index, end))
+    return ignored
 
 
 def matching_paren(tokens: Sequence[Token], open_index: int) -> int:

@@ -22,6 +22,7 @@ from matview.sql.sqltext import (
     Token,
     depth_walk,
     excerpt,
+    explicit_collation,
     item_alias,
     parse_failure,
     parse_sqlite,
@@ -68,26 +69,27 @@ def refuse_collated_membership(sql: str) -> None:
     """`x IN (SELECT y COLLATE c FROM …)`: SQLite answers it one way when it scans the outer
     table and another when it looks `x` up in an index on it (the index compares under x's
     collation, the scan under c): which rows the view holds would follow SQLite's plan, and
-    the rows a fold recomputes are planned otherwise than the SELECT re-run. (With the
-    fallback on, the view is recomputed whole: its SELECT as written, planned as SQLite plans it.)"""
+    the rows a fold recomputes are planned otherwise than the SELECT re-run. A COLLATE anywhere
+    in the subquery's select list gives it (`(y COLLATE c)`, `trim(y COLLATE c)`), as in a
+    `VALUES` list. (With the fallback on, the view is recomputed whole: its SELECT as written,
+    planned as SQLite plans it.)"""
     tokens = tokenize(sql)
     depths = depth_walk(tokens)
     for index in range(len(tokens) - 2):
-        if (tokens[index].kind, tokens[index + 1].kind, tokens[index + 2].kind) != (
-            TokenType.IN,
-            TokenType.L_PAREN,
-            TokenType.SELECT,
-        ):
+        kinds = (tokens[index].kind, tokens[index + 1].kind, tokens[index + 2].kind)
+        if kinds[:2] != (TokenType.IN, TokenType.L_PAREN) or kinds[2] not in (TokenType.SELECT, TokenType.VALUES):
             continue
         depth = depths[index + 2]
+        listed = []
         for token, at in zip(tokens[index + 3 :], depths[index + 3 :]):
             if at < depth or (at == depth and token.kind == TokenType.FROM):
                 break
-            if at == depth and token.kind == TokenType.COLLATE:
-                raise UnsupportedQuery(
-                    "x IN (SELECT y COLLATE … FROM …): SQLite's answer depends on whether an index on x "
-                    "is used (the index compares under x's collation); write the COLLATE on x"
-                )
+            listed.append(token)
+        if explicit_collation(listed) is not None:
+            raise UnsupportedQuery(
+                "x IN (SELECT y COLLATE … FROM …): SQLite's answer depends on whether an index on x "
+                "is used (the index compares under x's collation); write the COLLATE on x"
+            )
 
 
 def spell_distinct_from(sql: str) -> str:

@@ -30,7 +30,7 @@ from matview.plan import OutputColumn, Plan, Upstream
 from matview.sql.from_clause import FromClause, Occurrence
 from matview.sql.from_items import view_parts
 from matview.sql.inline import plain_view_sql
-from matview.sql.sqltext import Token, depth_walk, explicit_collation, matching_paren, set_operators, tokenize
+from matview.sql.sqltext import depth_walk, matching_paren, tokenize
 from matview.sql.validate import one_statement, probe_columns, refuse_nondeterministic
 from matview.storage.catalog import ViewEntry, load_views
 from matview.storage.readable import foreign_temp_objects
@@ -114,7 +114,7 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     columns = []
     for name, decltype, origin in zip(names, decltypes, [*origins, *([None] * len(names))], strict=False):
         columns.append(_output_column(name, decltype, origin, infos, upstreams))
-    shown = _shown_collations(conn, select, tokens, infos, upstreams)
+    shown = _shown_collations(conn, select, len(columns))
     if len(shown) == len(columns):
         columns = [c if collation is None else replace(c, collation=collation) for c, collation in zip(columns, shown)]
     plan = Plan(
@@ -203,44 +203,33 @@ def _output_column(
     return OutputColumn(name, decltype, "BINARY")
 
 
-def _shown_collations(
-    conn: apsw.Connection, select: str, tokens: list[Token], infos: list[TableInfo], upstreams: list[ViewEntry]
-) -> list[str | None]:
-    """Per column, the collation SQLite gives it where `_output_column` cannot tell: an explicit
-    COLLATE on its expression, or for a set operation (whose columns SQLite takes from its
-    leftmost arm) the collation of the column of a table its first arm shows; None where the
-    column's own stands. (A filter on the view compares under it, as on the SELECT.)"""
-    operators = set_operators(tokens)
-    first = tokens[: operators[0]] if operators else tokens
-    depths = depth_walk(first)
-    at = next((i for i, (t, d) in enumerate(zip(first, depths)) if d == 0 and t.kind == TokenType.SELECT), None)
-    if at is None:
-        return []
-    end = next((i for i in range(at, len(first)) if depths[i] == 0 and first[i].kind in _ENDS_SELECT_LIST), len(first))
-    start = at + 1
-    if start < end and first[start].kind in (TokenType.DISTINCT, TokenType.ALL):
-        start += 1
-    items: list[list[Token]] = [[]]
-    for token, depth in zip(first[start:end], depths[start:end]):
-        if depth == 0 and token.kind == TokenType.COMMA:
-            items.append([])
-        else:
-            items[-1].append(token)
-    collations = [explicit_collation(item) for item in items]
-    if operators:
-        text = select[first[0].start : first[-1].end]
+def _shown_collations(conn: apsw.Connection, select: str, width: int) -> list[str | None]:
+    """Per column, the collation SQLite compares the SELECT's column under, as a view or a
+    derived table over it would (an explicit COLLATE, the outermost; a table column's; a set
+    operation's first arm's; BINARY for a scalar subquery or a window's value): read from the
+    program SQLite compiles for `c = :probe` over the SELECT, the comparison's collating
+    sequence. None where the program does not tell."""
+    columns = ", ".join(f"c{i}" for i in range(width))
+    found: list[str | None] = []
+    for number in range(width):
+        probe = f"EXPLAIN WITH __dbsp_probe({columns}) AS ({select}) SELECT c{number} = :probe FROM __dbsp_probe"
         try:
-            origins = apsw.ext.query_info(conn, text).description_full or ()
+            program = conn.execute(probe, {"probe": None}).fetchall()
         except apsw.Error:
-            origins = ()
-        for number, origin in enumerate(origins[: len(collations)]):
-            if collations[number] is None and origin is not None and origin[3]:
-                collations[number] = _output_column("", "", origin, infos, upstreams).collation
-    return collations
+            return []
+        # (addr, opcode, p1, p2, p3, p4, p5, comment): the register the parameter is loaded into,
+        # then the comparison that reads it
+        registers = {row[3] for row in program if row[1] == "Variable" and row[2] == 1}
+        compared = [
+            row[5] for row in program if row[1] in _COMPARISONS and (row[2] in registers or row[4] in registers)
+        ]
+        found.append(
+            None if len(compared) != 1 else (str(compared[0]).rsplit("-", 1)[0].upper() if compared[0] else "BINARY")
+        )
+    return found
 
 
-#: the words that end a SELECT's select list at its own depth
-_ENDS_SELECT_LIST = {TokenType.FROM, TokenType.WHERE, TokenType.GROUP_BY, TokenType.HAVING, TokenType.WINDOW}
+_COMPARISONS = {"Eq", "Ne", "Lt", "Le", "Gt", "Ge"}
 
 
 def whole_tree() -> exp.Select:

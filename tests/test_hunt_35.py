@@ -1,0 +1,102 @@
+"""What hunt 35 (a second reading and fuzzing of session 26's changes) found about collations.
+
+* `sqltext.explicit_collation` took the leftmost COLLATE of an expression; SQLite lets an outer
+  one win (`(b COLLATE RTRIM) COLLATE NOCASE` is NOCASE) and sees none in a window's OVER (…),
+  a FILTER (…) or an aggregate's ORDER BY: a filter on such a view column compared otherwise
+  than on its SELECT.
+* A view recomputed whole took its columns' collations from what their values come from: a
+  scalar subquery's column (SQLite: BINARY), a set operation inside a derived table or CTE
+  (SQLite: its first arm's), a column beside `*`. They are now read from SQLite's own program
+  for `column = ?` over the SELECT (`whole._shown_collations`).
+* `x IN (SELECT (y COLLATE NOCASE) …)`, `trim(y COLLATE NOCASE)`, `IN (VALUES ('A' COLLATE
+  NOCASE))` escaped the refusal of collated IN subqueries (session 26, hunt 34).
+(Its findings about the plain-write path are in `test_plain_writes.py`.)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+_HERE = Path(__file__).resolve().parent
+for _p in (str(_HERE), str(_HERE.parent)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from oracle import assert_refused, assert_views_match, create_views_both_modes  # noqa: E402
+
+import matview  # noqa: E402
+from matview.sql.sqltext import explicit_collation, tokenize  # noqa: E402
+from matview.sql.whole import _shown_collations  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "b COLLATE RTRIM",
+        "(b COLLATE RTRIM) COLLATE NOCASE",
+        "((b COLLATE RTRIM)) COLLATE NOCASE",
+        "lower(b COLLATE RTRIM) COLLATE NOCASE",
+        "lower(b COLLATE RTRIM)",
+        "b COLLATE RTRIM || n COLLATE NOCASE",
+        "b || n COLLATE NOCASE",
+        "b COLLATE RTRIM COLLATE NOCASE",
+        "coalesce(b, n COLLATE NOCASE)",
+        "max(b) OVER (PARTITION BY n COLLATE NOCASE)",
+        "group_concat(b ORDER BY n COLLATE NOCASE)",
+        "count(*) FILTER (WHERE b COLLATE NOCASE = 'a')",
+        "(b || 1) COLLATE RTRIM || n COLLATE NOCASE",
+        "b IN (SELECT n COLLATE NOCASE FROM t)",
+    ],
+)
+def test_explicit_collation_is_sqlites(expression: str) -> None:
+    conn = matview.connect(":memory:")
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, b TEXT, n TEXT)")
+    sqlite = _shown_collations(conn.apsw, f"SELECT {expression} AS x FROM t", 1)
+    assert (explicit_collation(tokenize(expression)) or "BINARY") == sqlite[0]
+
+
+FILTERED = {
+    "outer": "SELECT id, (b COLLATE RTRIM) COLLATE NOCASE AS c FROM t",
+    "filtered": "SELECT id, group_concat(b) FILTER (WHERE n COLLATE NOCASE = 'a') AS c FROM t GROUP BY id",
+    "ordered": "SELECT id, group_concat(b ORDER BY n COLLATE NOCASE) AS c FROM t GROUP BY id",
+    "window": "SELECT id, max(b) OVER (PARTITION BY n COLLATE NOCASE) AS c FROM t",
+    "scalar": "SELECT id, (SELECT s.n FROM s WHERE s.id = t.id) AS c FROM t ORDER BY id LIMIT 5",
+    "derived": "SELECT * FROM (SELECT n AS c FROM s UNION SELECT b FROM t) LIMIT 5",
+    "cte": "WITH q(c) AS (SELECT n FROM s UNION SELECT b FROM t) SELECT c FROM q",
+    "star": "SELECT *, b COLLATE NOCASE AS c FROM t ORDER BY id LIMIT 5",
+}
+
+
+@pytest.mark.fall_back_to_whole
+def test_a_filter_on_a_view_compares_as_on_its_select(tmp_path: Path) -> None:
+    conn = matview.connect(str(tmp_path / "filters.db"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, b TEXT, n TEXT)")
+    conn.execute("CREATE TABLE s(id INTEGER PRIMARY KEY, n TEXT COLLATE NOCASE)")
+    conn.execute("INSERT INTO t VALUES (1, 'X', 'a'), (2, 'x', 'b'), (3, 'x ', 'A')")
+    conn.execute("INSERT INTO s VALUES (1, 'X'), (2, 'x')")
+    live = create_views_both_modes(conn, FILTERED)
+    assert_views_match(conn, live)
+    for view, select in live.items():
+        for where in ("c = 'x'", "c = 'X '", "c > 'W'"):
+            want = sorted(conn.execute(f"SELECT * FROM ({select}) WHERE {where}").fetchall(), key=repr)
+            assert sorted(conn.execute(f"SELECT * FROM {view} WHERE {where}").fetchall(), key=repr) == want, (
+                view,
+                where,
+            )
+
+
+@pytest.mark.parametrize(
+    "select",
+    [
+        "SELECT id FROM o WHERE s IN (SELECT (st COLLATE NOCASE) FROM t)",
+        "SELECT id FROM o WHERE s IN (SELECT trim(st COLLATE NOCASE) FROM t)",
+        "SELECT id FROM o WHERE s IN (SELECT coalesce(st COLLATE NOCASE, '') FROM t)",
+        "SELECT id FROM o WHERE s IN (VALUES ('A' COLLATE NOCASE))",
+    ],
+)
+def test_every_spelling_of_a_collated_in_subquery_is_refused(tmp_path: Path, select: str) -> None:
+    setup = ["CREATE TABLE o(id INTEGER PRIMARY KEY, s TEXT)", "CREATE TABLE t(id INTEGER PRIMARY KEY, st TEXT)"]
+    assert_refused(tmp_path, setup, select, match="COLLATE")
