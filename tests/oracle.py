@@ -72,6 +72,15 @@ def assert_views_match(conn: Any, live: dict[str, str]) -> None:
         assert_view_matches(conn, name, sql)
 
 
+def assert_filters_match(conn: Any, live: dict[str, str], filters: Iterable[str]) -> None:
+    """Each view read through each WHERE `filters` gives what the same filter over its SELECT
+    gives: its columns compare under the SELECT's collations and affinities."""
+    for view, select in live.items():
+        for where in filters:
+            want = bag(conn.execute(f"SELECT * FROM ({select}) WHERE {where}"))
+            assert bag(conn.execute(f"SELECT * FROM {view} WHERE {where}")) == want, (view, where)
+
+
 def run_scenario(tmp_path: Path, setup: list[str], views: dict[str, str], steps: list[list[str]]) -> Any:
     """Run `setup`, create `views` in both modes, run each step as one transaction and check
     every view after each; the open connection."""
