@@ -15,7 +15,7 @@
   later writes never reached it (`fold._healed`).
 * A set operation recomputed whole stored its columns BINARY: a filter on the view compared
   otherwise than on its SELECT, whose columns take the first arm's collation
-  (`whole._shown_collations`).
+  (`sql/collations.py`).
 * `c x JOIN b y ON x.k = y.k JOIN a z ON z.k = y.k` with c.k RTRIM and a.k NOCASE: SQLite takes
   the two comparisons for one chain of equal columns and answers otherwise once a.k has an
   index under RTRIM; the view's delta terms were planned otherwise than the SELECT re-run and

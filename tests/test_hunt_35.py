@@ -7,7 +7,7 @@
 * A view recomputed whole took its columns' collations from what their values come from: a
   scalar subquery's column (SQLite: BINARY), a set operation inside a derived table or CTE
   (SQLite: its first arm's), a column beside `*`. They are now read from SQLite's own program
-  for `column = ?` over the SELECT (`whole._shown_collations`).
+  for `column = ?` over the SELECT (`sql/collations.py`).
 * `x IN (SELECT (y COLLATE NOCASE) …)`, `trim(y COLLATE NOCASE)`, `IN (VALUES ('A' COLLATE
   NOCASE))` escaped the refusal of collated IN subqueries (session 26, hunt 34).
 (Its findings about the plain-write path are in `test_plain_writes.py`.)
@@ -28,8 +28,8 @@ for _p in (str(_HERE), str(_HERE.parent)):
 from oracle import assert_filters_match, assert_refused, assert_views_match, create_views_both_modes  # noqa: E402
 
 import matview  # noqa: E402
+from matview.sql.collations import shown_collations  # noqa: E402
 from matview.sql.sqltext import explicit_collation, tokenize  # noqa: E402
-from matview.sql.whole import _shown_collations  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -54,7 +54,7 @@ from matview.sql.whole import _shown_collations  # noqa: E402
 def test_explicit_collation_is_sqlites(expression: str) -> None:
     conn = matview.connect(":memory:")
     conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, b TEXT, n TEXT)")
-    sqlite = _shown_collations(conn.apsw, f"SELECT {expression} AS x FROM t", 1)
+    sqlite = shown_collations(conn.apsw, f"SELECT {expression} AS x FROM t", 1)
     assert (explicit_collation(tokenize(expression)) or "BINARY") == sqlite[0]
 
 

@@ -24,6 +24,7 @@ from matview.keys import check_collation
 from matview.names import is_node, quote
 from matview.operators.partition import reach_filter
 from matview.plan import WEIGHT, OutputColumn, Plan, PostColumn, Template
+from matview.sql.collations import refuse_other_collations
 from matview.sql.compound import combine, split_arms
 from matview.sql.equality_chains import refuse_mixed_collation_chains
 from matview.sql.from_clause import FromClause, read_from_clause
@@ -80,8 +81,10 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
             _compile_arm(conn, text, arm_tokens, names, probe_columns(conn, text)[1]) for text, arm_tokens in arms
         ]
         plan = combine(conn, [(c.plan, c.source) for c in compiled], operation)
+        refuse_other_collations(conn, sql, plan)
         arms_ = tuple(replace(c, plan=replace(c.plan, auto_indexes=auto_indexes)) for c in compiled)
         return Compiled(replace(plan, auto_indexes=auto_indexes), compiled[0].tree, compiled[0].source, arms_)
+    written = sql
     read_views: dict[str, str] = {}  # plain views a subquery reads (name: CREATE VIEW text)
     expanded = expand_subquery_sources(conn, sql, read_views)
     inlined = inline_query(conn, expanded)
@@ -105,6 +108,7 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
     plan = replace(
         plan, functions=functions, auto_indexes=auto_indexes, plain_views=plain_views, inner_order=inner_order
     )
+    refuse_other_collations(conn, written, plan)
     return Compiled(plan, tree, source)
 
 

@@ -27,6 +27,7 @@ from matview.errors import Error, UnsupportedQuery
 from matview.names import fold, is_internal, is_node
 from matview.operators.whole import READ_ACTIONS
 from matview.plan import OutputColumn, Plan, Upstream
+from matview.sql.collations import shown_collations
 from matview.sql.from_clause import FromClause, Occurrence
 from matview.sql.from_items import view_parts
 from matview.sql.inline import plain_view_sql
@@ -114,7 +115,7 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     columns = []
     for name, decltype, origin in zip(names, decltypes, [*origins, *([None] * len(names))], strict=False):
         columns.append(_output_column(name, decltype, origin, infos, upstreams))
-    shown = _shown_collations(conn, select, len(columns))
+    shown = shown_collations(conn, select, len(columns))
     if len(shown) == len(columns):
         columns = [c if collation is None else replace(c, collation=collation) for c, collation in zip(columns, shown)]
     plan = Plan(
@@ -201,35 +202,6 @@ def _output_column(
         if shown is not None:
             return replace(shown, name=name)
     return OutputColumn(name, decltype, "BINARY")
-
-
-def _shown_collations(conn: apsw.Connection, select: str, width: int) -> list[str | None]:
-    """Per column, the collation SQLite compares the SELECT's column under, as a view or a
-    derived table over it would (an explicit COLLATE, the outermost; a table column's; a set
-    operation's first arm's; BINARY for a scalar subquery or a window's value): read from the
-    program SQLite compiles for `c = :probe` over the SELECT, the comparison's collating
-    sequence. None where the program does not tell."""
-    columns = ", ".join(f"c{i}" for i in range(width))
-    found: list[str | None] = []
-    for number in range(width):
-        probe = f"EXPLAIN WITH __dbsp_probe({columns}) AS ({select}) SELECT c{number} = :probe FROM __dbsp_probe"
-        try:
-            program = conn.execute(probe, {"probe": None}).fetchall()
-        except apsw.Error:
-            return []
-        # (addr, opcode, p1, p2, p3, p4, p5, comment): the register the parameter is loaded into,
-        # then the comparison that reads it
-        registers = {row[3] for row in program if row[1] == "Variable" and row[2] == 1}
-        compared = [
-            row[5] for row in program if row[1] in _COMPARISONS and (row[2] in registers or row[4] in registers)
-        ]
-        found.append(
-            None if len(compared) != 1 else (str(compared[0]).rsplit("-", 1)[0].upper() if compared[0] else "BINARY")
-        )
-    return found
-
-
-_COMPARISONS = {"Eq", "Ne", "Lt", "Le", "Gt", "Ge"}
 
 
 def whole_tree() -> exp.Select:
