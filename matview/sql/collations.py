@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import apsw
 
-from matview.errors import UnsupportedQuery
+from matview.errors import Error, UnsupportedQuery
 from matview.plan import Plan
 
 _COMPARISONS = {"Eq", "Ne", "Lt", "Le", "Gt", "Ge"}
@@ -29,7 +29,7 @@ def shown_collations(conn: apsw.Connection, select: str, width: int) -> list[str
         probe = f"EXPLAIN WITH __dbsp_probe({columns}) AS ({select}) SELECT c{number} = :probe FROM __dbsp_probe"
         try:
             program = conn.execute(probe, {"probe": None}).fetchall()
-        except apsw.Error:
+        except (apsw.Error, Error):  # (a view it reads that cannot be read: the SELECT says so itself)
             return []
         # (addr, opcode, p1, p2, p3, p4, p5, comment): the register the parameter is loaded into,
         # then the comparison that reads it
