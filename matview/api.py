@@ -348,18 +348,20 @@ class Connection(ViewStatements):
 
     def _repair_replanned(self) -> None:
         """Another client's CREATE/DROP INDEX or ANALYZE left views reading as broken (`replan`):
-        a read repairs them first, as this connection's next write would, and reads them —
-        unless another connection holds the write lock: the read does not wait for it, and
-        those views read as broken, saying why, until a later read or write repairs them."""
-        with self._not_waiting(), contextlib.suppress(apsw.BusyError, apsw.ReadOnlyError):
+        a read repairs them first, as this connection's next write would, and reads them. Unlike
+        a fold for others, the repair waits for the write lock (the busy timeout): a reader
+        that finds another reader repairing would read an error otherwise, and waits a moment
+        instead (then finds nothing left to repair). Where the lock stays busy past the
+        timeout, those views read as broken, saying why, until a later read or write repairs."""
+        with contextlib.suppress(apsw.BusyError, apsw.ReadOnlyError):
             with self._writing(), self._rebuilds_recorded():
                 replan.keep_views_readable(self.apsw, self.registry)
             self.registry.sync_shadows()
 
     @contextlib.contextmanager
     def _not_waiting(self, applies: bool = True) -> Iterator[None]:
-        """A read never waits for another writer so as to fold or repair for others: a writer may
-        hold the lock for long (the read merges pending changes instead)."""
+        """A read never waits for another writer so as to fold for others: a writer may hold the
+        lock for long (the read merges pending changes instead)."""
         waits = int(scalar(self.apsw, "PRAGMA busy_timeout")) if applies else 0
         if waits:
             self.apsw.set_busy_timeout(0)

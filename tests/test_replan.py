@@ -80,12 +80,11 @@ def test_indexes_and_analyze_through_matview_keep_views_readable(tmp_path: Path,
 
 def broken_by_a_stock_index(path: Path) -> matview.Connection:
     """The views made, then an index another client creates: while a third connection holds
-    the write lock, the views read as broken (a read repairs them, but does not wait for a
-    writer to do so)."""
+    the write lock past the busy timeout, the views read as broken (a read repairs them, after
+    waiting for the lock)."""
     make(path).close()
     stock_sqlite3(path, ["CREATE INDEX people_email_last ON people(email, last)"])
-    conn = matview.connect(str(path))
-    conn.execute("PRAGMA busy_timeout = 60000").fetchall()
+    conn = matview.connect(str(path), busy_timeout_ms=100)
     writer = apsw.Connection(str(path))
     writer.execute("BEGIN IMMEDIATE")
     with pytest.raises(matview.Error, match="people_email_last"):
@@ -132,6 +131,22 @@ def test_a_view_over_a_view_recomputed_under_a_new_plan_follows_it(tmp_path: Pat
     check(conn, {"top": top, "over": f"SELECT name FROM ({top})"})
     conn.execute("INSERT INTO p(name, price) VALUES ('z', 5)")
     check(conn, {"top": top, "over": f"SELECT name FROM ({top})"})
+
+
+def test_a_read_waits_for_another_readers_repair(tmp_path: Path) -> None:
+    """Two connections read right after a stock client's index: one repairs, holding the write
+    lock for a moment; the other waits for it and reads the repaired view (it read an error)."""
+    import threading
+
+    path = tmp_path / "w.db"
+    make(path).close()
+    stock_sqlite3(path, ["CREATE INDEX people_email_last ON people(email, last)"])
+    holder = apsw.Connection(str(path))
+    holder.execute("BEGIN IMMEDIATE")  # (a repair in progress elsewhere)
+    threading.Timer(0.3, lambda: holder.execute("ROLLBACK")).start()
+    conn = matview.connect(str(path))
+    check(conn)  # (without the wait: "SQLite reads people through index people_email_last …")
+    assert whole(conn, "emails")
 
 
 def test_index_statements_that_write_no_table_of_the_file_wait_for_no_lock(tmp_path: Path) -> None:
