@@ -11,6 +11,11 @@
 * `x IN (SELECT (y COLLATE NOCASE) …)`, `trim(y COLLATE NOCASE)`, `IN (VALUES ('A' COLLATE
   NOCASE))` escaped the refusal of collated IN subqueries (session 26, hunt 34).
 (Its findings about the plain-write path are in `test_plain_writes.py`.)
+
+Hunt 36 (a last check of the session's passes): the mixed-collation chain pass missed chains
+spelled with INNER/LEFT/CROSS JOIN, USING, `IS`, parentheses, row values, a unary `+`, doubled
+COLLATEs, and a constant compared under another collation; and EXPLAIN shows only 18
+characters of a collation's name, which made a view over a longer-named collation fail.
 """
 
 from __future__ import annotations
@@ -94,3 +99,39 @@ def test_a_filter_on_a_view_compares_as_on_its_select(tmp_path: Path) -> None:
 def test_every_spelling_of_a_collated_in_subquery_is_refused(tmp_path: Path, select: str) -> None:
     setup = ["CREATE TABLE o(id INTEGER PRIMARY KEY, s TEXT)", "CREATE TABLE t(id INTEGER PRIMARY KEY, st TEXT)"]
     assert_refused(tmp_path, setup, select, match="COLLATE")
+
+
+CHAINS = {
+    "inner": "SELECT x.k AS xk, y.k AS yk, z.k AS zk FROM c x JOIN b y ON x.k = y.k INNER JOIN a z ON z.k = y.k",
+    "using": "SELECT x.k AS xk, z.k AS zk FROM a x JOIN a2 y USING (k) JOIN c z ON z.k = y.k",
+    "is": "SELECT x.k AS xk, y.k AS yk, z.k AS zk FROM c x JOIN b y ON x.k IS y.k JOIN a z ON z.k IS y.k",
+    "parens": "SELECT x.k AS xk, z.k AS zk FROM c x JOIN b y ON (x.k) = y.k JOIN a z ON z.k = (y.k)",
+    "row": "SELECT x.k AS xk, z.k AS zk FROM c x JOIN b y ON (x.k, x.id) = (y.k, y.id) JOIN a z ON z.k = y.k",
+    "plus": "SELECT x.k AS xk, z.k AS zk FROM c x JOIN b y ON x.k = y.k JOIN a z ON +z.k = y.k",
+    "collates": "SELECT x.k AS xk, z.k AS zk FROM c x JOIN b y ON x.k = y.k COLLATE NOCASE COLLATE RTRIM "
+    "JOIN a z ON z.k = y.k",
+    "constant": "SELECT x.k AS xk, z.k AS zk FROM c x JOIN c2 z ON z.k = x.k WHERE x.k = 'a' COLLATE NOCASE",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_every_spelling_of_a_mixed_collation_chain_is_refused(tmp_path: Path, name: str) -> None:
+    setup = [
+        "CREATE TABLE a(id INTEGER PRIMARY KEY, k COLLATE NOCASE)",
+        "CREATE TABLE a2(id INTEGER PRIMARY KEY, k COLLATE NOCASE)",
+        "CREATE TABLE b(id INTEGER PRIMARY KEY, k COLLATE NOCASE)",
+        "CREATE TABLE c(id INTEGER PRIMARY KEY, k TEXT COLLATE RTRIM)",
+        "CREATE TABLE c2(id INTEGER PRIMARY KEY, k TEXT COLLATE RTRIM)",
+    ]
+    assert_refused(tmp_path, setup, CHAINS[name], match="two collations in one chain")
+
+
+def test_a_collation_with_a_long_name_is_kept(tmp_path: Path) -> None:
+    conn = matview.connect(str(tmp_path / "long.db"))
+    conn.create_collation("caseless_collation_v2", lambda a, b: (a.lower() > b.lower()) - (a.lower() < b.lower()))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, n TEXT COLLATE caseless_collation_v2)")
+    conn.execute("INSERT INTO t(n) VALUES ('a'), ('A')")
+    conn.execute("CREATE MATERIALIZED VIEW v AS SELECT id, n FROM t")
+    assert "recomputed whole" not in conn.view("v").explain()
+    conn.execute("INSERT INTO t(n) VALUES ('B')")
+    assert_filters_match(conn, {"v": "SELECT id, n FROM t"}, ["n = 'b'", "n > 'a'"])

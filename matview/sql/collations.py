@@ -37,10 +37,13 @@ def shown_collations(conn: apsw.Connection, select: str, width: int) -> list[str
         compared = [
             row[5] for row in program if row[1] in _COMPARISONS and (row[2] in registers or row[4] in registers)
         ]
-        found.append(
-            None if len(compared) != 1 else (str(compared[0]).rsplit("-", 1)[0].upper() if compared[0] else "BINARY")
-        )
+        name = (str(compared[0]).rsplit("-", 1)[0].upper() if compared[0] else "BINARY") if len(compared) == 1 else None
+        # (EXPLAIN shows at most 18 characters of a name: a longer one is not told)
+        found.append(None if name is None or len(name) >= _SHOWN else name)
     return found
+
+
+_SHOWN = 18  # the characters of a collation's name EXPLAIN shows ("%.18s-enc")
 
 
 def refuse_other_collations(conn: apsw.Connection, select: str, plan: Plan) -> None:
