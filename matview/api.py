@@ -359,7 +359,7 @@ class Connection(ViewStatements):
             self.registry.sync_shadows()
 
     @contextlib.contextmanager
-    def _not_waiting(self, applies: bool = True) -> Iterator[None]:
+    def _not_waiting(self, applies: bool) -> Iterator[None]:
         """A read never waits for another writer so as to fold for others: a writer may hold the
         lock for long (the read merges pending changes instead)."""
         waits = int(scalar(self.apsw, "PRAGMA busy_timeout")) if applies else 0

@@ -97,13 +97,12 @@ def _left_operand(tokens: list[Token], at: int) -> int:
     index = at - 1
     while index >= 1 and tokens[index - 1].kind == TokenType.COLLATE:
         index -= 2
-    closing = 0
+    if index >= 0 and tokens[index].kind == TokenType.R_PAREN:
+        opening = _group_start(tokens, index)
+        if any(t.kind == TokenType.COMMA for t in tokens[opening:index]):  # (a row value: its whole group)
+            return opening
     while index >= 0 and tokens[index].kind == TokenType.R_PAREN:
-        closing += 1
         index -= 1
-    if closing and index >= 0 and not tokens[index].is_name:  # (a row value: its whole group)
-        opening = next((i for i in range(index, -1, -1) if _closes_at(tokens, i) == at - 1), None)
-        return opening if opening is not None else index + 1
     while index >= 2 and tokens[index - 1].kind == TokenType.DOT:
         index -= 2
     while index >= 1 and tokens[index - 1].kind in (TokenType.L_PAREN, TokenType.PLUS):
@@ -111,10 +110,14 @@ def _left_operand(tokens: list[Token], at: int) -> int:
     return max(index, 0)
 
 
-def _closes_at(tokens: list[Token], opening: int) -> int | None:
-    if tokens[opening].kind != TokenType.L_PAREN:
-        return None
-    return matching_paren(tokens, opening)
+def _group_start(tokens: list[Token], close: int) -> int:
+    """The `(` the `)` at `close` closes."""
+    depth = 0
+    for index in range(close, -1, -1):
+        depth += {TokenType.R_PAREN: 1, TokenType.L_PAREN: -1}.get(tokens[index].kind, 0)
+        if depth == 0:
+            return index
+    return 0
 
 
 def _right_operand(tokens: list[Token], start: int) -> int:
