@@ -1,7 +1,9 @@
 """Creating, dropping and refreshing materialized views.
 
 Each runs inside a savepoint: on any error nothing of the view is left behind and
-the database is as it was.
+the database is as it was. One module, longer than most, because its parts call each other:
+creating a view creates its internal nodes (`_compile_incrementally` → `create_view`) and
+rebuilds the views sharing its tables (`rebuild_sharing` → `_rebuild` → `_compile_with_nodes`).
 """
 
 from __future__ import annotations
