@@ -380,14 +380,21 @@ def refuse_outer_aggregate(conn: apsw.Connection, prefix: str, text: str) -> Non
     clauses = split_clauses(text, toks)
     scope = f" FROM {clauses.from_.text}" if clauses.from_.tokens else ""
     for call in find_aggregate_calls(text, toks):
-        for arg in call.args:
-            try:
-                probe_columns(conn, prefix + identifiers(f"SELECT {arg.text}{scope}"))
-            except Error:
-                raise UnsupportedQuery(
-                    f"{call.name}({arg.text}) inside a subquery ({excerpt(text)}) reads the outer query's row, "
-                    "which makes it an aggregate of the outer query in SQLite: not supported yet"
-                ) from None
+        # (conservatively, no part may read the outer row, though SQLite makes a call that reads
+        # the subquery's FROM anywhere the subquery's own)
+        values, order = call.arguments_and_order()
+        probes = [f"SELECT {text[v[0].start : v[-1].end]}{scope}" for v in values if v]
+        if order:
+            probes.append(f"SELECT 1{scope} ORDER BY {text[order[0][0].start : order[-1][-1].end]}")
+        try:
+            for probe in probes:
+                probe_columns(conn, prefix + identifiers(probe))
+        except Error:
+            written = text[call.args[0].tokens[0].start : call.args[-1].tokens[-1].end] if call.args else "*"
+            raise UnsupportedQuery(
+                f"{call.name}({written}) inside a subquery ({excerpt(text)}) reads the outer query's row, "
+                "which makes it an aggregate of the outer query in SQLite: not supported yet"
+            ) from None
 
 
 def return_none() -> NoReturn:

@@ -290,6 +290,16 @@ class AggregateCall:
     first: int  # index of the name token in the enclosing token list
     last: int  # index one past the call's last token (its `)` or FILTER's `)`)
 
+    def arguments_and_order(self) -> tuple[list[tuple[Token, ...]], list[tuple[Token, ...]]]:
+        """The call's value arguments and the terms of its own ORDER BY (`group_concat(x, ','
+        ORDER BY y, z DESC)`: [x, ','] and [y, z DESC]), which `args` holds split at commas."""
+        for number, arg in enumerate(self.args):
+            at = next((i for i, t in enumerate(arg.tokens) if t.kind == TokenType.ORDER_BY), None)
+            if at is not None:
+                values = [a.tokens for a in self.args[:number]] + ([arg.tokens[:at]] if at else [])
+                return values, [arg.tokens[at + 1 :], *(a.tokens for a in self.args[number + 1 :])]
+        return [a.tokens for a in self.args], []
+
 
 def is_aggregating(sql: str, clauses: Clauses) -> bool:
     """Whether a SELECT aggregates: GROUP BY, HAVING, or an aggregate call in its select list."""

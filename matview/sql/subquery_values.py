@@ -56,6 +56,7 @@ def equalities(text: str, where: Span) -> Iterator[tuple[tuple[Token, ...], tupl
 #: aggregates whose value inside a subquery does not depend on the order SQLite scans rows in
 _ORDER_FREE = {"count", "min", "max"}
 _SUMS = {"sum", "total", "avg"}
+_CONCATS = {"group_concat", "string_agg"}
 
 
 def exact_sum_renames(conn: apsw.Connection, text: str) -> str:
@@ -97,9 +98,12 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
         for call in find_aggregate_calls(body, span.tokens)
     ]
     depths = depth_walk(inner)
+    before = tokens[open_index - 1].kind if open_index else None
     for index, (token, d) in enumerate(zip(inner, depths)):
         after = inner[index + 1].kind if index + 1 < len(inner) else None
         dedup = token.kind in SET_OPERATIONS and not (token.kind == TokenType.UNION and after == TokenType.ALL)
+        if before == TokenType.EXISTS and (dedup or token.kind == TokenType.DISTINCT):
+            continue  # (which variant a set keeps never decides whether it has a row)
         exact_groups = token.kind == TokenType.GROUP_BY and _exact_group_terms(conn, body, clauses, tables)
         # (DISTINCT over plain typed BINARY columns: each class one variant, whatever the order)
         exact_rows = (
@@ -128,6 +132,8 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
                 # (DISTINCT keeps one of 1 and 1.0 in scan order: the sum's type would follow it)
                 renames.append(Token(name.kind, name.text, base + name.start, base + name.end))
                 continue
+        if call.name in _CONCATS and _ordered_by_its_value(conn, call, tables):
+            continue
         plain = call.name in EXACT_EXTREMA and not call.distinct and call.filter is None and len(call.args) == 1
         if plain and _binary_argument(conn, call.args[0].tokens, tables):
             # (equal extremes that differ make the exact twin raise: never a guess)
@@ -140,7 +146,6 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
         )
     if calls and not clauses.group:
         _refuse_bare_columns(body, clauses, [call for call, _ in calls])
-    before = tokens[open_index - 1].kind if open_index else None
     compound = any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(inner, depths))
     # an aggregate without GROUP BY is one row (bare columns are refused above); so is no FROM
     one_row = not clauses.group and not compound and (bool(calls) or not clauses.from_) and bool(items)
@@ -208,6 +213,26 @@ def _exact_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list
     """Whether `tokens` is a plain column whose equal values are identical (typed, BINARY)."""
     column = _plain_column(conn, tokens, tables)
     return column is not None and has_one_variant(column.decltype, column.collation)
+
+
+def _ordered_by_its_value(conn: apsw.Connection, call: AggregateCall, tables: list[FromItem]) -> bool:
+    """Whether `group_concat(x [, 'sep'] ORDER BY …)` concatenates in an order that leaves no
+    choice: x a plain column whose equal values are identical (typed, BINARY), one of the
+    ORDER BY terms as it is, and a literal separator — rows that tie are then the same text."""
+    values, terms = call.arguments_and_order()
+    if not terms or not values or len(values) > 2:
+        return False
+    if any(len(s) != 1 or s[0].kind != TokenType.STRING for s in values[1:]):
+        return False
+    written = _written(values[0])
+    return _exact_column(conn, values[0], tables) and any(
+        all(t.kind != TokenType.COLLATE for t in term) and _written(_unsorted(term)) == written for term in terms
+    )
+
+
+def _unsorted(tokens: Sequence[Token]) -> Sequence[Token]:
+    """An ORDER BY term without its ASC/DESC: the expression it sorts by."""
+    return tokens[:-1] if tokens and tokens[-1].kind in (TokenType.ASC, TokenType.DESC) else tokens
 
 
 def _exact_group_terms(conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem]) -> bool:
