@@ -33,9 +33,13 @@ from matview.sql.sqltext import depth_walk, splice, tokenize
 
 
 def _no_affinity(column: OutputColumn, ref: str) -> str:
-    """An expression of the SELECT (not a column, not a CAST) has no affinity, which the
-    stored column (BLOB affinity) would give it: compared with a TEXT column, 2 must equal
-    '2' as in the SELECT. A unary + takes the affinity away and changes no value."""
+    """The stored column `ref` with the affinity the SELECT's column has. An expression (not a
+    column, not a CAST) has none, which the stored column (BLOB affinity) would give it:
+    compared with a TEXT column, 2 must equal '2' as in the SELECT; a unary + takes the
+    affinity away and changes no value. A CAST's column is stored untyped (`storage_type`)
+    and has its type's affinity: casting a cast value again changes nothing."""
+    if column.is_cast and not column.is_column and column.decltype:
+        return f"CAST({ref} AS {column.decltype})"
     return ref if column.is_column or column.is_cast else f"+{ref}"
 
 
