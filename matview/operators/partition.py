@@ -87,9 +87,12 @@ def every_root_table(conn: apsw.Connection, plan: Plan) -> str | None:
 
 
 def true_old_source(terms: DeltaTerms, number: int, table: str) -> str:
-    """X^old as a set of rows (not a Z-set: an outer join's padding needs real rows): the
-    rows of X none of whose images the pending changes inserted, and the images they
-    deleted. Images compare exactly (identity, types and bytes), as the log records them."""
+    """X^old as a set of rows (not a Z-set: an outer join's padding needs real rows) for the
+    reach queries: the rows of X the pending changes did not insert, and the images they
+    deleted. A row with a key (an INTEGER PRIMARY KEY, a PRIMARY KEY without NULLs) is known
+    by it; one without (a table without a key, a NULL in its key) is kept whatever the
+    changes did — a superset of X^old, which reaches more roots, never fewer: the rows it
+    adds are ones the changes inserted, whose roots their own delta reaches anyway."""
     user, rowids = terms.columns_of(table)
     delta = quote(names.delta_table(table))
     seq, weight, rowid = quote(names.SEQ), quote(names.WEIGHT), quote(names.ROWID)
@@ -102,19 +105,12 @@ def true_old_source(terms: DeltaTerms, number: int, table: str) -> str:
         inserted = f"SELECT {rowid} FROM {delta} WHERE {in_range} GROUP BY {exact} HAVING sum({weight}) > 0"
         kept = f"SELECT {terms.table_columns(table)} FROM main.{quote(table)} WHERE {rowids[0]} NOT IN ({inserted})"
         return f"({kept} UNION ALL {deleted})"
-    same = " AND ".join(
-        f"d.{quote(c)} IS t.{quote(c)} COLLATE BINARY AND typeof(d.{quote(c)}) = typeof(t.{quote(c)})" for c in user
-    )
-    inserted_image = (
-        f"(SELECT coalesce(sum(d.{weight}), 0) FROM {delta} AS d "
-        f"WHERE d.{seq} > :lo{number} AND d.{seq} <= :hi{number} AND {same}) > 0"
-    )
-    condition = f"NOT ({inserted_image})"
+    condition = "1"  # (no key: kept, see above)
     found = terms.plan.image_key(table)
     if found is not None:
         # by key (a PRIMARY KEY): an inserted image is the one row of X with its key, so the
         # key finds it, set at a time — comparing images is a loop over the changes per row.
-        # A key with a NULL matches nothing: such rows (they may repeat) compare images.
+        # A key with a NULL matches nothing: such rows (they may repeat) are kept.
         image_key, nullable = found
         # BINARY: equal under it is equal under the key's collation, whatever the index says
         keys = ", ".join(f"t.{quote(c)} COLLATE BINARY" for c in image_key)

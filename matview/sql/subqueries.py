@@ -276,8 +276,13 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
     stage1, extra, reaches, probes, correlations = placeholders_in_subqueries(conn, plan.stage1, len(plan.sources))
     # a subquery of an ON condition is in both the stage-1 SQL and the FROM clause's own text
     from_template = tuple(p if i % 2 else exact_sum_renames(conn, p) for i, p in enumerate(source.template))
-    for occurrence in [*source.occurrences, *extra]:
+    # (the rows are kept per root row, by its key; a subquery's table is only searched for the
+    # roots a change reaches, by value: `partition.true_old_source`)
+    for occurrence in source.occurrences:
         refuse_unstable_identity(occurrence.table, "a view with a subquery")
+    for occurrence in extra:
+        if occurrence.table.materialized:
+            refuse_unstable_identity(occurrence.table, "a view with a subquery")
     root = source.occurrences[0].table
     if "reach" not in stage1[1::2]:
         stage1 = (*stage1, "reach", "")  # at the end of the outer WHERE, where a term restricts the rows
