@@ -53,7 +53,12 @@ def canonical(value: Any, collation: str = "BINARY") -> Any:
         return value
     if isinstance(value, str):
         if collation == "NOCASE":
-            return fold(value)  # NOCASE folds only the 26 ASCII letters, as names do
+            cut = value.find("\0")
+            if cut < 0:
+                return fold(value)  # NOCASE folds only the 26 ASCII letters, as names do
+            # SQLite's NOCASE stops comparing at a NUL; then the longer text (in bytes) is greater
+            length = len(value.encode("utf-8", "surrogatepass"))
+            return fold(value[: cut + 1]) + format(length, "020d")
         if collation == "RTRIM":
             return value.rstrip(" ")
     return value

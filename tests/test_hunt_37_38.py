@@ -4,6 +4,12 @@ reading a view) found.
 * The plain view stock clients read (`main.v`) read a CAST column as its untyped stored
   column: `CAST(c AS TEXT) = 1` matched '1' in the SELECT and nothing in the view
   (`readable._no_affinity` casts it again, which changes no value).
+* A set operation whose arms' values may be of different kinds (`SELECT num … UNION ALL SELECT
+  text …`) has a BLOB column in SQLite (no conversion); a read of the view compared under the
+  first arm's affinity (`compound.blob_where_arms_conflict`).
+* SQLite's NOCASE stops comparing at a NUL (`'a\\0b' = 'A\\0z'`, then the longer text is
+  greater): GROUP BY, DISTINCT and COUNT(DISTINCT) under NOCASE kept such values apart
+  (`keys.canonical`).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))
 
-from oracle import bag  # noqa: E402
+from oracle import bag, run_scenario  # noqa: E402
 
 import matview  # noqa: E402
 
@@ -39,3 +45,46 @@ def test_stock_readers_compare_a_cast_column_under_its_affinity(tmp_path: Path) 
         want = stock.execute(f"SELECT * FROM ({CASTS}) WHERE {where}").fetchall()
         assert bag(got) == bag(want), where
     stock.close()
+
+
+def test_a_set_operation_whose_arms_conflict_compares_as_blob(tmp_path: Path) -> None:
+    """SQLite types a set operation's column BLOB (no conversion) where another arm's values
+    may be of another kind than the first arm's affinity; the view compared under the first
+    arm's NUMERIC. (A `>=` pushed into the arms follows each arm's own affinity in SQLite, a
+    plan-dependent answer: compared here with push-down off, `LIMIT -1`.)"""
+    path = str(tmp_path / "arms.db")
+    conn = matview.connect(path)
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT, b NUMERIC)")
+    conn.execute("INSERT INTO t(a, b) VALUES ('1', 1), ('x', 2), ('2', '2')")
+    select = "SELECT b AS x FROM t UNION ALL SELECT a FROM t"
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")
+    conn.execute("INSERT INTO t(a, b) VALUES ('3', 3)")
+    filters = ["x = 1", "x = '1'", "x = 2", "x = '2'", "x >= 1.0", "x IN (1, '3')"]
+    stock = sqlite3.connect(path)
+    for where in filters:
+        want = conn.execute(f"SELECT * FROM ({select} LIMIT -1) WHERE {where}").fetchall()
+        assert bag(conn.execute(f"SELECT * FROM v WHERE {where}").fetchall()) == bag(want), where
+        assert bag(stock.execute(f"SELECT * FROM v WHERE {where}").fetchall()) == bag(want), where
+    stock.close()
+
+
+def test_nocase_stops_comparing_at_a_nul(tmp_path: Path) -> None:
+    nul = "char(0)"
+    run_scenario(
+        tmp_path,
+        [
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, f TEXT COLLATE NOCASE, a TEXT)",
+            f"INSERT INTO t(f, a) VALUES ('a'||{nul}||'b', 'x'||{nul}||'1'), ('a'||{nul}||'c', 'X'||{nul}||'2')",
+        ],
+        {
+            "grouped": "SELECT f, count(*) AS n FROM t GROUP BY f",
+            "distinct": "SELECT DISTINCT f FROM t",
+            "counted": "SELECT count(DISTINCT a COLLATE NOCASE) AS n FROM t",
+            "extremes": "SELECT min(f) AS lo, max(a COLLATE NOCASE) AS hi FROM t",
+        },
+        [
+            [f"INSERT INTO t(f, a) VALUES ('A'||{nul}||'z', 'x'||{nul}||'3')"],
+            [f"INSERT INTO t(f, a) VALUES ('a'||{nul}||'zz', 'x'||{nul}||'33'), ('ab', 'x')"],
+            ["DELETE FROM t WHERE id = 1"],
+        ],
+    )

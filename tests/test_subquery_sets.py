@@ -137,9 +137,8 @@ def _keyless_write(conn: object, rng: random.Random) -> None:
         if kind < 0.4:
             run(f"INSERT INTO items VALUES ({order}, {product}, {rng.choice(['1', '2', '5', 'NULL'])})")
         elif kind < 0.7:
-            run(
-                f"UPDATE items SET qty = {rng.randint(0, 3)} WHERE rowid IN (SELECT rowid FROM items LIMIT 1 OFFSET {rng.randint(0, 3)})"
-            )
+            nth = f"(SELECT rowid FROM items LIMIT 1 OFFSET {rng.randint(0, 3)})"
+            run(f"UPDATE items SET qty = {rng.randint(0, 3)} WHERE rowid IN {nth}")
         else:
             run(f"DELETE FROM items WHERE rowid IN (SELECT rowid FROM items WHERE order_id = {order} LIMIT 1)")
     elif table == "tags":

@@ -149,6 +149,16 @@ def combine(conn: apsw.Connection, arms: list[tuple[Plan, FromClause]], operatio
     )
 
 
+def blob_where_arms_conflict(columns: tuple[OutputColumn, ...], decltypes: list[str]) -> tuple[OutputColumn, ...]:
+    """The set operation's columns, typed BLOB where SQLite gives the column no affinity of its
+    first arm's because another arm's values may be of another kind (`SELECT num … UNION ALL
+    SELECT text …`: SQLite names the type BLOB), so that readers compare them as SQLite does."""
+    return tuple(
+        replace(c, decltype="BLOB") if not c.is_column and shown.upper() == "BLOB" else c
+        for c, shown in zip(columns, [*decltypes, *[""] * len(columns)], strict=False)
+    )
+
+
 def _converted_alike(arm_columns: list[OutputColumn]) -> bool:
     """Whether every arm's values in a column already passed the first arm's affinity (each a
     plain column or a CAST, all of one affinity, BINARY): then the set operation's column is

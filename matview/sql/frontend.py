@@ -25,7 +25,7 @@ from matview.names import is_node, quote
 from matview.operators.partition import reach_filter
 from matview.plan import WEIGHT, OutputColumn, Plan, PostColumn, Template
 from matview.sql.collations import refuse_other_collations
-from matview.sql.compound import combine, split_arms
+from matview.sql.compound import blob_where_arms_conflict, combine, split_arms
 from matview.sql.equality_chains import refuse_mixed_collation_chains
 from matview.sql.from_clause import FromClause, read_from_clause
 from matview.sql.from_items import read_from_items
@@ -81,6 +81,7 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
             _compile_arm(conn, text, arm_tokens, names, probe_columns(conn, text)[1]) for text, arm_tokens in arms
         ]
         plan = combine(conn, [(c.plan, c.source) for c in compiled], operation)
+        plan = replace(plan, columns=blob_where_arms_conflict(plan.columns, decltypes))
         refuse_other_collations(conn, sql, plan)
         arms_ = tuple(replace(c, plan=replace(c.plan, auto_indexes=auto_indexes)) for c in compiled)
         return Compiled(replace(plan, auto_indexes=auto_indexes), compiled[0].tree, compiled[0].source, arms_)

@@ -40,7 +40,9 @@ def _no_affinity(column: OutputColumn, ref: str) -> str:
     and has its type's affinity: casting a cast value again changes nothing."""
     if column.is_cast and not column.is_column and column.decltype:
         return f"CAST({ref} AS {column.decltype})"
-    return ref if column.is_column or column.is_cast else f"+{ref}"
+    # (a column SQLite types BLOB — a set operation whose arms conflict — has BLOB affinity, as
+    # the untyped stored column has)
+    return ref if column.is_column or column.is_cast or column.decltype.upper() == "BLOB" else f"+{ref}"
 
 
 def index_columns(rest: str, plan: Plan) -> str:
