@@ -59,6 +59,12 @@ def pending_rows(view: str) -> str:
     return f"{PREFIX}pending_{view}"
 
 
+def all_rows(view: str) -> str:
+    """This connection's temp virtual table of all a view's rows, read through the temp view
+    that gives its expression columns no affinity (see `storage.readable.create_shadow`)."""
+    return f"{PREFIX}rows_{view}"
+
+
 def preimage_table(table: str) -> str:
     return f"{PREFIX}preimage_{table}"
 

@@ -24,7 +24,7 @@ from matview.db import ENVIRONMENT_ERRORS, describe, own_statements
 from matview.errors import Error, SchemaChanged
 from matview.fold import pending_view_delta
 from matview.keys import row_of
-from matview.names import fold, pending_rows, quote
+from matview.names import all_rows, fold, pending_rows, quote
 from matview.operators.accumulators import RESULT_ERRORS
 from matview.registry import Registry, View
 from matview.storage import readable
@@ -56,6 +56,8 @@ class Module:
         prefix = pending_rows("")
         pending = fold(tablename).startswith(fold(prefix))
         name = tablename[len(prefix) :] if pending else tablename
+        if fold(name).startswith(fold(all_rows(""))):  # (read through a temp view: `readable.create_shadow`)
+            name = name[len(all_rows("")) :]
         view = self.registry.views.get(fold(name)) or self.registry.get(name)
         if view is None:
             raise Error(f"{tablename}: create materialized views with CREATE MATERIALIZED VIEW")

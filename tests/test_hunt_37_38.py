@@ -10,6 +10,11 @@ reading a view) found.
 * SQLite's NOCASE stops comparing at a NUL (`'a\\0b' = 'A\\0z'`, then the longer text is
   greater): GROUP BY, DISTINCT and COUNT(DISTINCT) under NOCASE kept such values apart
   (`keys.canonical`).
+* A view read through the virtual table (one the stored table cannot stand for: a NOCASE
+  GROUP BY) gave an expression column (`count(*)`) BLOB affinity, the only one a virtual
+  table's column without a type can have: `s.a = u.n` against a TEXT column missed '1' = 1.
+  Such a view is now read through a temp view that reads those columns as `+n`
+  (`readable.all_rows_view_sql`).
 """
 
 from __future__ import annotations
@@ -88,3 +93,29 @@ def test_nocase_stops_comparing_at_a_nul(tmp_path: Path) -> None:
             ["DELETE FROM t WHERE id = 1"],
         ],
     )
+
+
+def test_an_expression_column_read_through_the_virtual_table_has_no_affinity(tmp_path: Path) -> None:
+    conn = matview.connect(str(tmp_path / "expressions.db"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, f TEXT COLLATE NOCASE)")
+    conn.execute("CREATE TABLE s(id INTEGER PRIMARY KEY, a TEXT)")
+    conn.execute("INSERT INTO t(f) VALUES ('x'), ('X'), ('y')")
+    conn.execute("INSERT INTO s(a) VALUES ('1'), ('2'), ('zz')")
+    select = "SELECT f, count(*) AS n, count(*) + 0.5 AS h FROM t GROUP BY f"
+    for mode in ("immediate", "deferred"):
+        conn.execute(f"CREATE MATERIALIZED VIEW u_{mode} WITH (maintenance = '{mode}') AS {select}")
+    reads = [
+        "SELECT s.id, u.n FROM s JOIN {u} u ON s.a = u.n",
+        "SELECT n FROM {u} WHERE n = CAST('1' AS TEXT)",
+        "SELECT n FROM {u} WHERE n IN (SELECT a FROM s)",
+        "SELECT n, f FROM {u} WHERE n > CAST('1' AS TEXT)",
+        "SELECT f FROM {u} WHERE f = 'X'",
+    ]
+    for step in ["", "INSERT INTO t(f) VALUES ('y')", "DELETE FROM t WHERE f = 'x'"]:
+        if step:
+            conn.execute(step)
+        for mode in ("immediate", "deferred"):
+            for read in reads:
+                got = conn.execute(read.format(u=f"u_{mode}")).fetchall()
+                want = conn.execute(read.format(u=f"({select})")).fetchall()
+                assert bag(got) == bag(want), (mode, read)

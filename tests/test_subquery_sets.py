@@ -122,6 +122,10 @@ KEYLESS_VIEWS = {
     "(SELECT sum(qty) FROM items i WHERE i.order_id = o.id) AS q FROM o",
     "anti_join": "SELECT o.id FROM o WHERE EXISTS (SELECT 1 FROM items i LEFT JOIN tags t ON t.product = i.product "
     "WHERE t.tag IS NULL AND i.order_id = o.id)",
+    "outer_keyless": "SELECT o.id, i.qty FROM o JOIN items i ON i.order_id = o.id "
+    "WHERE EXISTS (SELECT 1 FROM tags t WHERE t.product = i.product)",
+    "self_keyless": "SELECT o.id, count(*) AS n FROM o, items l1 WHERE l1.order_id = o.id AND NOT EXISTS "
+    "(SELECT 1 FROM items l2 WHERE l2.order_id = l1.order_id AND l2.product IS NOT l1.product) GROUP BY o.id",
     "two_keyless": "SELECT c.id FROM c WHERE EXISTS (SELECT 1 FROM items i, tags t WHERE t.product = i.product "
     "AND i.order_id = c.n)",
 }

@@ -42,7 +42,7 @@ def _only_reads(upstreams: Sequence[str]) -> Callable[..., int]:
     """The authorizer a fold prepares a view's SELECT under: it may read the main database, and
     the materialized views it reads (`upstreams`) through their TEMP shadows (what those read:
     the view's own pending rows, and main's schema version)."""
-    temp = {fold(name) for view in upstreams for name in (view, names.pending_rows(view))}
+    temp = {fold(name) for view in upstreams for name in (view, names.pending_rows(view), names.all_rows(view))}
 
     def authorize(action: int, name: str | None, _column: str | None, database: str | None, *_via: str | None) -> int:
         if action == apsw.SQLITE_PRAGMA and fold(name or "") == "schema_version":

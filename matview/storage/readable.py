@@ -170,6 +170,7 @@ SCHEMA_VERSION = "__dbsp_schema_version"
 #: where a shadow view's SELECT begins (SQLite keeps comments in the text it stores)
 _BODY_MARK = "/* matview shadow */ "
 _PENDING_PREFIX = names.pending_rows("")
+_ALL_ROWS_PREFIX = names.all_rows("")
 
 
 def direct_read(plan: Plan) -> bool:
@@ -261,7 +262,8 @@ def is_shadow(sql: str) -> bool:
     """True for the CREATE statement of a temp object matview makes: a virtual table of
     module matview (a shadow, or the pending rows of one) or a shadow view."""
     return is_matview_vtable(sql) or (
-        sql[:11].upper() == "CREATE VIEW" and f"temp.{quote(_PENDING_PREFIX)[:-1]}" in sql
+        sql[:11].upper() == "CREATE VIEW"
+        and (f"temp.{quote(_PENDING_PREFIX)[:-1]}" in sql or f"temp.{quote(_ALL_ROWS_PREFIX)[:-1]}" in sql)
     )
 
 
@@ -280,7 +282,27 @@ def foreign_temp_objects(conn: apsw.Connection, views: Sequence[str]) -> list[st
 
 def _view_of(name: str) -> str:
     """The view a temp shadow object named `name` belongs to."""
-    return name[len(_PENDING_PREFIX) :] if fold(name).startswith(fold(_PENDING_PREFIX)) else name
+    for prefix in (_PENDING_PREFIX, _ALL_ROWS_PREFIX):
+        if fold(name).startswith(fold(prefix)):
+            return name[len(prefix) :]
+    return name
+
+
+def _no_affinity_columns(plan: Plan) -> bool:
+    """Whether a column of the view has no affinity in SQLite (an expression: `count(*)`, `a + 1`),
+    which a virtual table's column cannot have — one declared without a type has BLOB affinity,
+    which compares `1` and a TEXT column's `'1'` as different where SQLite converts."""
+    return any(not (c.is_column or c.is_cast or c.decltype) for c in plan.columns)
+
+
+def all_rows_view_sql(view: str, plan: Plan) -> str:
+    """CREATE VIEW temp.<view> over the virtual table of all its rows, each expression column
+    read as `+column` (no affinity, as in the SELECT)."""
+    columns = ", ".join(
+        f"{quote(c.name) if c.is_column or c.is_cast or c.decltype else '+' + quote(c.name)} AS {quote(c.name)}"
+        for c in plan.columns
+    )
+    return f"CREATE VIEW temp.{quote(view)} AS {_BODY_MARK}SELECT {columns} FROM temp.{quote(names.all_rows(view))}"
 
 
 def _up_to_date(view: str, plan: Plan, reading: Reading | None, objects: dict[str, tuple[str, str]]) -> bool:
@@ -289,6 +311,11 @@ def _up_to_date(view: str, plan: Plan, reading: Reading | None, objects: dict[st
     shadow view's text must be compared: the view may have been created again with other
     columns by another connection.)"""
     have = {(fold(name), kind) for name, (kind, _sql) in objects.items()}
+    if reading is None and _no_affinity_columns(plan):
+        if have != {(fold(view), "view"), (fold(names.all_rows(view)), "table")}:
+            return False
+        text = next(sql for kind, sql in objects.values() if kind == "view")
+        return text.endswith(all_rows_view_sql(view, plan).split(f" {_BODY_MARK}", 1)[1])
     if reading is None:
         return have == {(fold(view), "table")}
     if have != {(fold(view), "view"), (fold(names.pending_rows(view)), "table")}:
@@ -316,6 +343,9 @@ def create_shadow(conn: apsw.Connection, view: str, plan: Plan, reading: Reading
     if reading is not None and direct_read(plan):
         conn.execute(f"CREATE VIRTUAL TABLE temp.{quote(names.pending_rows(view))} USING matview")
         conn.execute(shadow_view_sql(view, plan, reading))
+    elif _no_affinity_columns(plan):
+        conn.execute(f"CREATE VIRTUAL TABLE temp.{quote(names.all_rows(view))} USING matview")
+        conn.execute(all_rows_view_sql(view, plan))
     else:
         conn.execute(f"CREATE VIRTUAL TABLE temp.{quote(view)} USING matview")
 
@@ -344,7 +374,7 @@ def reconcile(conn: apsw.Connection, views: Sequence[tuple[str, Plan, Reading | 
                 complete = False
     taken = {fold(str(r[0])) for r in conn.execute("SELECT name FROM temp.sqlite_master")}
     for key, (name, plan, reading) in wanted.items():
-        if key not in taken and names.pending_rows(key) not in taken:
+        if key not in taken and names.pending_rows(key) not in taken and names.all_rows(key) not in taken:
             try:
                 create_shadow(conn, name, plan, reading)
             except (apsw.LockedError, apsw.BusyError, apsw.ReadOnlyError):  # (query_only: later)
