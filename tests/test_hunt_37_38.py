@@ -27,7 +27,7 @@ _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))
 
-from oracle import bag, run_scenario  # noqa: E402
+from oracle import assert_refused, bag, run_scenario  # noqa: E402
 
 import matview  # noqa: E402
 
@@ -119,3 +119,34 @@ def test_an_expression_column_read_through_the_virtual_table_has_no_affinity(tmp
                 got = conn.execute(read.format(u=f"u_{mode}")).fetchall()
                 want = conn.execute(read.format(u=f"({select})")).fetchall()
                 assert bag(got) == bag(want), (mode, read)
+
+
+GROUPED = [
+    "CREATE TABLE c(id INTEGER PRIMARY KEY, code TEXT, num INTEGER)",
+    "CREATE TABLE o(id INTEGER PRIMARY KEY, cid TEXT, k INTEGER, amt INTEGER)",
+    "INSERT INTO c VALUES (1, '1', 1), (2, '01', 2), (3, 'x', NULL)",
+    "INSERT INTO o VALUES (1, '1', 1, 10), (2, '01', 1, 20), (3, '01', 2, 30), (4, 'x', NULL, 5)",
+]
+_G = "WITH g AS (SELECT cid, count(*) AS n, sum(amt) AS s FROM o GROUP BY cid) "
+
+
+def test_a_grouped_lookup_whose_comparison_converts_the_key_is_not_one_row(tmp_path: Path) -> None:
+    """`g.cid = c.id` with cid TEXT and c.id INTEGER: SQLite compares the numbers, so the groups
+    '1' and '01' both match 1, and which one the scalar subquery returns follows SQLite's plan
+    (review of session 27; `comparison_affinity.may_convert_key`)."""
+    assert "may return several rows" in assert_refused(
+        tmp_path, GROUPED, _G + "SELECT c.id, (SELECT s FROM g WHERE g.cid = c.id) AS s FROM c"
+    )
+
+
+def test_grouped_lookups_that_convert_nothing_are_maintained(tmp_path: Path) -> None:
+    run_scenario(
+        tmp_path,
+        GROUPED,
+        {
+            "text_key": _G + "SELECT c.id, (SELECT s FROM g WHERE g.cid = c.code) AS s FROM c",
+            "literal": _G + "SELECT c.id, (SELECT n FROM g WHERE g.cid = '01') AS n FROM c",
+            "expression": _G + "SELECT c.id, (SELECT n FROM g WHERE g.cid = c.num || '') AS n FROM c",
+        },
+        [["INSERT INTO o VALUES (5, '1', 3, 1)"], ["UPDATE o SET cid = '1' WHERE id = 2"], ["DELETE FROM o"]],
+    )

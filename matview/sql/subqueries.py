@@ -20,6 +20,7 @@ from sqlglot.tokens import TokenType
 from matview.errors import Error, UnsupportedQuery
 from matview.names import fold, quote
 from matview.plan import Plan, SubqueryReach, Template, render
+from matview.sql.comparison_affinity import OuterTables
 from matview.sql.from_clause import FromClause, Occurrence
 from matview.sql.from_items import FromItem, read_from_items
 from matview.sql.membership import Membership, in_reach, membership
@@ -69,7 +70,7 @@ FoundReach = tuple[tuple[int, ...], Template, Membership | None]
 
 
 def placeholders_in_subqueries(
-    conn: apsw.Connection, template: Template, first: int
+    conn: apsw.Connection, template: Template, first: int, outer: OuterTables = ()
 ) -> tuple[Template, list[Occurrence], list[FoundReach], list[tuple[str, str, str]], list[tuple[str, str]]]:
     """`template` with every base table a subquery reads replaced by a placeholder
     `source<k> AS "alias"` (k from `first` on); those occurrences in order; and the reach
@@ -85,7 +86,7 @@ def placeholders_in_subqueries(
             out.append(part)
             continue
         # (numbers continue after `occurrences`)
-        pieces = _split(conn, part, first, occurrences, reaches, probes, correlations)
+        pieces = _split(conn, part, first, occurrences, reaches, probes, correlations, outer)
         if out and len(out) % 2 == 1:  # the previous piece is a literal: join them
             out[-1] += pieces[0]
             out += pieces[1:]
@@ -147,10 +148,11 @@ def _split(
     reaches: list[FoundReach],
     probes: list[tuple[str, str, str]],
     correlations: list[tuple[str, str]],
+    outer: OuterTables = (),
 ) -> list[str]:
     """One literal piece of a template, cut at the table references of its subqueries (their
     sums made exact first: `exact_sum_renames`)."""
-    text = exact_sum_renames(conn, text)
+    text = exact_sum_renames(conn, text, outer)
     tokens = tokenize(text)
     depths = depth_walk(tokens)
     references: list[tuple[int, int, TableInfo, str, bool]] = []  # (start, end, table, alias, aliased)
@@ -273,9 +275,12 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
         raise UnsupportedQuery("a subquery in a view with a RIGHT JOIN is not supported yet (write it as a LEFT JOIN)")
     if source.outer_kind == "FULL":
         raise UnsupportedQuery("a subquery in a view with a FULL JOIN is not supported yet")
-    stage1, extra, reaches, probes, correlations = placeholders_in_subqueries(conn, plan.stage1, len(plan.sources))
+    outer = [(o.alias, o.table) for o in source.occurrences]
+    stage1, extra, reaches, probes, correlations = placeholders_in_subqueries(
+        conn, plan.stage1, len(plan.sources), outer
+    )
     # a subquery of an ON condition is in both the stage-1 SQL and the FROM clause's own text
-    from_template = tuple(p if i % 2 else exact_sum_renames(conn, p) for i, p in enumerate(source.template))
+    from_template = tuple(p if i % 2 else exact_sum_renames(conn, p, outer) for i, p in enumerate(source.template))
     # (the rows are kept per root row, by its key; another table, inner-joined or read by a
     # subquery, is only searched for the roots a change reaches, by value, where a superset of
     # its old state is as good: `partition.true_old_source`)

@@ -20,6 +20,7 @@ from matview.errors import Error, UnsupportedQuery
 from matview.names import fold
 from matview.operators.exact_extrema import EXACT_EXTREMA
 from matview.operators.exact_sums import EXACT_SUMS
+from matview.sql.comparison_affinity import OuterTables, may_convert_key
 from matview.sql.from_items import FromItem, is_from_item, read_from_items
 from matview.sql.row_keys import keeps_a_key
 from matview.sql.sqltext import (
@@ -59,22 +60,26 @@ _SUMS = {"sum", "total", "avg"}
 _CONCATS = {"group_concat", "string_agg"}
 
 
-def exact_sum_renames(conn: apsw.Connection, text: str) -> str:
+def exact_sum_renames(conn: apsw.Connection, text: str, outer: OuterTables = ()) -> str:
     """`text` with every subquery's value made independent of the order SQLite visits rows
     (or `UnsupportedQuery`, see `refuse_unstable_value`): its SUM/TOTAL/AVG calls that may
-    add REALs call their order-free twins (`operators.exact_sums.EXACT_SUMS`)."""
+    add REALs call their order-free twins (`operators.exact_sums.EXACT_SUMS`). `outer`: the
+    outer query's tables, whose columns a subquery may compare with (none known: any may be
+    numeric, `comparison_affinity`)."""
     tokens = tokenize(text)
     renames: list[Token] = []
     for index, token in enumerate(tokens[:-1]):
         if token.kind == TokenType.L_PAREN and tokens[index + 1].kind == TokenType.SELECT:
-            renames += refuse_unstable_value(conn, text, tokens, index)
+            renames += refuse_unstable_value(conn, text, tokens, index, outer)
     for name in sorted(set(renames), key=lambda t: t.start, reverse=True):
         twin = {**EXACT_SUMS, **EXACT_EXTREMA}[name.text.lower()]
         text = text[: name.start] + twin + text[name.end :]
     return text
 
 
-def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token], open_index: int) -> list[Token]:
+def refuse_unstable_value(
+    conn: apsw.Connection, text: str, tokens: list[Token], open_index: int, outer: OuterTables = ()
+) -> list[Token]:
     """A subquery's value must not depend on the order SQLite visits rows: a delta term
     evaluates it over other sources (a table's old state) and must reproduce, bit for bit,
     the value computed when the row was stored. Refused: GROUP_CONCAT and other ordered
@@ -153,7 +158,7 @@ def refuse_unstable_value(conn: apsw.Connection, text: str, tokens: list[Token],
     at_most_one = (
         one_row
         or (simple and _unique_lookup(conn, body, clauses, tables))
-        or (not compound and not clauses.group and _grouped_lookup(conn, body, clauses, from_items))
+        or (not compound and not clauses.group and _grouped_lookup(conn, body, clauses, from_items, outer))
         or (not compound and not clauses.group and _single_row_source(from_items))
     )
     ordered = simple and _total_order(conn, body, clauses, tables, items)
@@ -409,11 +414,14 @@ def _single_row_source(from_items: list[FromItem]) -> bool:
     return not clauses.group and bool(find_aggregate_calls(inner, clauses.select.tokens))
 
 
-def _grouped_lookup(conn: apsw.Connection, body: str, clauses: Clauses, from_items: list[FromItem]) -> bool:
+def _grouped_lookup(
+    conn: apsw.Connection, body: str, clauses: Clauses, from_items: list[FromItem], outer: OuterTables
+) -> bool:
     """A subquery over one grouped derived table (GROUP BY plain typed BINARY columns) whose
     WHERE has a conjunct `name = expr` for each grouped column's output name, expr not reading
-    the derived table: one group, at most one row (`(SELECT n FROM g WHERE g.cid = c.id)` over
-    `g AS (SELECT cid, count(*) n FROM o GROUP BY cid)`)."""
+    the derived table and not converting the column's values (`comparison_affinity`: a TEXT
+    key `'01'` equals the INTEGER `1` as `'1'` does): one group, at most one row (`(SELECT n
+    FROM g WHERE g.cid = c.id)` over `g AS (SELECT cid, count(*) n FROM o GROUP BY cid)`)."""
     if len(from_items) != 1 or from_items[0].body is None or not clauses.where:
         return False
     item, derived = from_items[0], from_items[0].body or ""
@@ -425,6 +433,7 @@ def _grouped_lookup(conn: apsw.Connection, body: str, clauses: Clauses, from_ite
     if not _exact_group_terms(conn, derived, inner, [i for i in inner_items if i.name is not None]):
         return False
     outputs: dict[str, str] = {}  # per grouped column (folded): the name the derived table shows it under
+    named = [i for i in inner_items if i.name is not None]
     shown: set[str] = set()
     for span in split_top_level(derived, inner.select.tokens):
         expression, alias = split_alias(span.tokens)
@@ -434,12 +443,15 @@ def _grouped_lookup(conn: apsw.Connection, body: str, clauses: Clauses, from_ite
         if plain and expression[-1].is_name:
             outputs.setdefault(_written(expression), fold(name.text))
     wanted = set()
+    kinds: dict[str, str] = {}  # per output name: the grouped column's affinity
     terms = split_top_level(derived, inner.group.tokens)
     for term in terms:
         name_ = outputs.get(_written(term.tokens))  # (`a.k` is not `b.k`: each term its own output)
-        if name_ is None or name_ in wanted:
+        column = _plain_column(conn, term.tokens, named)
+        if name_ is None or name_ in wanted or column is None:
             return False
         wanted.add(name_)
+        kinds[name_] = affinity(column.decltype)
     found = set()
     for left, right in equalities(body, clauses.where):
         if any(t.kind == TokenType.COLLATE for t in (*left, *right)):
@@ -450,7 +462,8 @@ def _grouped_lookup(conn: apsw.Connection, body: str, clauses: Clauses, from_ite
             column_left = key_side is right and any(t.is_name and t.kind != TokenType.STRING for t in other)
             if column_left:
                 continue
-            if _is_column(key_side, item.alias, wanted) and not reads_table(other, item.alias, shown):
+            looked_up = _is_column(key_side, item.alias, wanted) and not reads_table(other, item.alias, shown)
+            if looked_up and not may_convert_key(kinds[fold(key_side[-1].text)], other, outer):
                 found.add(fold(key_side[-1].text))
     return wanted <= found
 
