@@ -14,7 +14,13 @@ reading a view) found.
   GROUP BY) gave an expression column (`count(*)`) BLOB affinity, the only one a virtual
   table's column without a type can have: `s.a = u.n` against a TEXT column missed '1' = 1.
   Such a view is now read through a temp view that reads those columns as `+n`
-  (`readable.all_rows_view_sql`).
+  (`readable.all_rows_view_sql`). Hunt 39 (a review of these changes): a view reading such a
+  column of another view stored it as a plain column, BLOB affinity (`Column.no_affinity`); and
+  an aggregate view's CAST column lost its affinity for stock readers inside the CASE that
+  raises stored errors.
+* A lookup of a grouped derived table by its GROUP BY column `g.cid = c.id` (cid TEXT, c.id
+  INTEGER) converts the keys: '1' and '01' both equal 1, so it is not one row
+  (`comparison_affinity`).
 """
 
 from __future__ import annotations
@@ -150,3 +156,44 @@ def test_grouped_lookups_that_convert_nothing_are_maintained(tmp_path: Path) -> 
         },
         [["INSERT INTO o VALUES (5, '1', 3, 1)"], ["UPDATE o SET cid = '1' WHERE id = 2"], ["DELETE FROM o"]],
     )
+
+
+def test_a_view_reading_another_views_expression_column_reads_it_without_affinity(tmp_path: Path) -> None:
+    """v's `n` (count(*)) has no affinity, as in its SELECT; so has w's copy of it (hunt 39)."""
+    path = str(tmp_path / "vv.db")
+    conn = matview.connect(path)
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT COLLATE NOCASE, s TEXT)")
+    conn.execute("INSERT INTO t VALUES (1, 'a', '2'), (2, 'A', 'x'), (3, 'b', '1')")
+    inner = "SELECT a, count(*) AS n FROM t GROUP BY a"
+    outer = "SELECT t.id, v.n, t.s FROM t JOIN v ON v.a = t.a"
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {inner}")
+    conn.execute(f"CREATE MATERIALIZED VIEW w AS {outer}")
+    conn.execute("INSERT INTO t VALUES (4, 'c', '1')")
+    stock = sqlite3.connect(path)
+    for read in ["SELECT * FROM {w} WHERE n = s", "SELECT * FROM {w} WHERE n IN (SELECT s FROM t)"]:
+        want = bag(conn.execute(read.format(w=f"(SELECT * FROM ({outer}) LIMIT -1)")).fetchall())
+        assert bag(conn.execute(read.format(w="w")).fetchall()) == want, read
+        assert bag(stock.execute(read.format(w="w")).fetchall()) == want, read
+    stock.close()
+
+
+def test_stock_readers_compare_a_grouped_cast_column_under_its_affinity(tmp_path: Path) -> None:
+    """An aggregate view's columns are read through a CASE that raises a stored error; the CAST
+    that gives the column its affinity goes outside it (a CASE has none; hunt 39)."""
+    path = str(tmp_path / "grouped_casts.db")
+    conn = matview.connect(path)
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT)")
+    conn.execute("INSERT INTO t(a) VALUES ('1'), ('2'), ('2')")
+    selects = {
+        "g_int": "SELECT CAST(a AS INTEGER) AS x, count(*) AS n FROM t GROUP BY 1",
+        "g_text": "SELECT CAST(a AS TEXT) AS x, count(*) AS n FROM t GROUP BY 1",
+    }
+    for name, select in selects.items():
+        conn.execute(f"CREATE MATERIALIZED VIEW {name} AS {select}")
+    conn.close()
+    stock = sqlite3.connect(path)
+    for name, select in selects.items():
+        for where in ["x = '1'", "x = 2", "x > '1'"]:
+            want = stock.execute(f"SELECT * FROM ({select}) WHERE {where}").fetchall()
+            assert bag(stock.execute(f"SELECT * FROM {name} WHERE {where}").fetchall()) == bag(want), (name, where)
+    stock.close()

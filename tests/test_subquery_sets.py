@@ -126,6 +126,12 @@ KEYLESS_VIEWS = {
     "WHERE EXISTS (SELECT 1 FROM tags t WHERE t.product = i.product)",
     "self_keyless": "SELECT o.id, count(*) AS n FROM o, items l1 WHERE l1.order_id = o.id AND NOT EXISTS "
     "(SELECT 1 FROM items l2 WHERE l2.order_id = l1.order_id AND l2.product IS NOT l1.product) GROUP BY o.id",
+    "left_chain": "SELECT c.id, count(i.qty) AS n, sum(i.qty) AS q FROM c LEFT JOIN o ON o.cid = c.id "
+    "LEFT JOIN items i ON i.order_id = o.id GROUP BY c.id",
+    "left_chain_is": "SELECT c.id, o.id AS oid, i.product, t.tag FROM c LEFT JOIN o ON o.cid = c.id "
+    "LEFT JOIN items i ON i.order_id IS o.id LEFT JOIN tags t ON t.product IS i.product",
+    "left_anti": "SELECT c.id, o.id AS oid FROM c LEFT JOIN o ON o.cid = c.id LEFT JOIN items i "
+    "ON i.order_id = o.id WHERE i.order_id IS NULL",
     "two_keyless": "SELECT c.id FROM c WHERE EXISTS (SELECT 1 FROM items i, tags t WHERE t.product = i.product "
     "AND i.order_id = c.n)",
 }

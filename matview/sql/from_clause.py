@@ -264,8 +264,11 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
         else:
             shape = f"a {joined} JOIN with a materialized view or an aggregating derived table"
         refuse_view_root(occurrences[root].table, shape)
-        for occurrence in occurrences:
-            refuse_unstable_identity(occurrence.table, shape)
+        # (rows are kept per root row, by its key; another table is only searched for the roots
+        # a change reaches, where a superset of its old state is as good: `partition.true_old_source`)
+        for index, occurrence in enumerate(occurrences):
+            if index == root or occurrence.table.materialized:
+                refuse_unstable_identity(occurrence.table, shape)
         return FromClause(
             tuple(occurrences), tuple(hidden), tuple(template), outer_kind="LEFT", root_recompute=True, root=root
         )

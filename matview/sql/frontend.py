@@ -196,7 +196,8 @@ def build_plan(
             # a plain column has its base column's type (as `read_table` mirrors STRICT tables)
             column.decltype if column is not None else decltype,
             builder.collation_of(item.tokens),
-            column is not None,
+            # (a materialized view's expression column has no affinity: read as an expression)
+            column is not None and not column.no_affinity,
             column is None and is_cast(item.tokens),
             builder.value_class(item.tokens),
         )

@@ -63,7 +63,7 @@ def index_columns(rest: str, plan: Plan) -> str:
 
 
 def _column(column: OutputColumn, can_overflow: bool) -> str:
-    ref = _no_affinity(column, f"{quote('__dbsp_s')}.{quote(column.name)}")
+    ref = f"{quote('__dbsp_s')}.{quote(column.name)}"
     if can_overflow:
         # A result that is an error (an integer SUM out of range, an order-dependent sum) is
         # stored as a marker blob; a stock reader gets SQLite's own "integer overflow" error
@@ -71,6 +71,7 @@ def _column(column: OutputColumn, can_overflow: bool) -> str:
         # depends on the row, so no SQLite version evaluates it outside the CASE.
         error = f"abs(-9223372036854775807 - 1 + ({ref} IS NULL))"
         ref = f"CASE WHEN {ref} IN ({result_error_markers_sql()}) THEN {error} ELSE {ref} END"
+    ref = _no_affinity(column, ref)  # (outside the CASE, which has no affinity: a CAST's stays)
     if column.collation.upper() in BUILTIN_COLLATIONS and column.collation.upper() != "BINARY":
         ref = f"{ref} COLLATE {column.collation.upper()}"
     return f"{ref} AS {quote(column.name)}"

@@ -39,6 +39,9 @@ class Column:
     name: str
     decltype: str  # as declared (STRICT's ANY as no type): decides affinity
     collation: str  # BINARY, NOCASE, RTRIM, or a user collation
+    #: a materialized view's column that is an expression (`count(*)`): no affinity, where a
+    #: column without a type has BLOB affinity (its readers read it as `+column`)
+    no_affinity: bool = False
 
 
 ROWID_NAMES = ("rowid", "_rowid_", "oid")  # SQLite's names of the rowid, where no column shadows them
