@@ -264,10 +264,12 @@ def read_from_clause(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -
         else:
             shape = f"a {joined} JOIN with a materialized view or an aggregating derived table"
         refuse_view_root(occurrences[root].table, shape)
-        # (rows are kept per root row, by its key; another table is only searched for the roots
-        # a change reaches, where a superset of its old state is as good: `partition.true_old_source`)
+        # (rows are kept per root row, by its key; a table after it is only searched for the roots
+        # a change reaches, through the joins up to it, where a superset of its old state is as
+        # good: `partition.true_old_source`; one before a RIGHT JOIN's root may decide a later
+        # join by not matching, so it keeps the rule)
         for index, occurrence in enumerate(occurrences):
-            if index == root or occurrence.table.materialized:
+            if index <= root or occurrence.table.materialized:
                 refuse_unstable_identity(occurrence.table, shape)
         return FromClause(
             tuple(occurrences), tuple(hidden), tuple(template), outer_kind="LEFT", root_recompute=True, root=root
