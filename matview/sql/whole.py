@@ -24,7 +24,7 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
-from matview.names import fold, is_internal, is_node
+from matview.names import all_rows, fold, is_internal, is_node
 from matview.operators.whole import READ_ACTIONS
 from matview.plan import OutputColumn, Plan, Upstream
 from matview.sql.collations import shown_collations
@@ -197,7 +197,8 @@ def _output_column(
         if column is not None:
             return OutputColumn(name, column.decltype, column.collation, True)
     elif origin is not None and origin[3] and origin[2] == "temp":
-        entry = next((u for u in upstreams if fold(u.name) == fold(origin[3])), None)
+        # (read through its shadow: the virtual table itself, or the one under its temp view)
+        entry = next((u for u in upstreams if fold(origin[3]) in (fold(u.name), fold(all_rows(u.name)))), None)
         shown = next((c for c in entry.plan.columns if fold(c.name) == fold(origin[4] or "")), None) if entry else None
         if shown is not None:
             return replace(shown, name=name)
