@@ -652,6 +652,7 @@ def test_extremes_strict_typed_columns(tmp_path_factory, program):
     run_program(tmp_path_factory, program)
 
 
+@pytest.mark.xfail(reason="F7 (exact rounding vs SQLite's compensated sum: an ANY column mixes reals)", strict=False)
 @hsettings(12)
 @given(program=programs("strict_any"))
 def test_extremes_strict_any_column(tmp_path_factory, program):
