@@ -132,6 +132,8 @@ KEYLESS_VIEWS = {
     "LEFT JOIN items i ON i.order_id IS o.id LEFT JOIN tags t ON t.product IS i.product",
     "left_anti": "SELECT c.id, o.id AS oid FROM c LEFT JOIN o ON o.cid = c.id LEFT JOIN items i "
     "ON i.order_id = o.id WHERE i.order_id IS NULL",
+    "left_then_subquery": "SELECT c.id, i.qty FROM c LEFT JOIN items i ON i.order_id = c.n "
+    "WHERE NOT EXISTS (SELECT 1 FROM tags t WHERE t.product = i.product)",
     "two_keyless": "SELECT c.id FROM c WHERE EXISTS (SELECT 1 FROM items i, tags t WHERE t.product = i.product "
     "AND i.order_id = c.n)",
 }

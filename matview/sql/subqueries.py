@@ -281,11 +281,11 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
     )
     # a subquery of an ON condition is in both the stage-1 SQL and the FROM clause's own text
     from_template = tuple(p if i % 2 else exact_sum_renames(conn, p, outer) for i, p in enumerate(source.template))
-    # (the rows are kept per root row, by its key; another table, inner-joined or read by a
+    # (the rows are kept per root row, by its key; another table, joined after it or read by a
     # subquery, is only searched for the roots a change reaches, by value, where a superset of
     # its old state is as good: `partition.true_old_source`)
     for index, occurrence in enumerate([*source.occurrences, *extra]):
-        if index == 0 or source.outer_kind or occurrence.table.materialized:
+        if index == 0 or occurrence.table.materialized:
             refuse_unstable_identity(occurrence.table, "a view with a subquery")
     root = source.occurrences[0].table
     if "reach" not in stage1[1::2]:
