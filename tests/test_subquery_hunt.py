@@ -146,7 +146,7 @@ def _index_changes_the_answer(tmp_path: Path, view: str, index: str) -> None:
 
 
 def test_h4_scalar_lookup_with_or_returns_several_rows(tmp_path):
-    """`_unique_lookup` sees the conjunct `b.id = a.k OR a.v > 0` as `key = expr`, but it
+    """`single_row.unique_lookup` sees the conjunct `b.id = a.k OR a.v > 0` as `key = expr`, but it
     returns every row of b when a.v > 0 (SQLite takes the first, in scan order). The view
     stores b.k of the first row in rowid order (1); after `CREATE INDEX bk ON b(k DESC)`
     SQLite answers 5 for ids 1, 2 while the view keeps 1."""

@@ -33,7 +33,8 @@ from matview.sql.sqltext import (
     has_where_clause,
     tokenize,
 )
-from matview.sql.subquery_values import equalities, exact_sum_renames, reads_table
+from matview.sql.subquery_columns import equalities, reads_table
+from matview.sql.subquery_values import exact_sum_renames
 from matview.storage.schema import (
     ROWID_NAMES,
     TableInfo,

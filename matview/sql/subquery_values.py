@@ -11,48 +11,40 @@ or ordered by a key (no ties); LIMIT/OFFSET under the same conditions (or under 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import apsw
 from sqlglot.tokens import TokenType
 
-from matview.errors import Error, UnsupportedQuery
+from matview.errors import UnsupportedQuery
 from matview.names import fold
 from matview.operators.exact_extrema import EXACT_EXTREMA
 from matview.operators.exact_sums import EXACT_SUMS
-from matview.sql.comparison_affinity import OuterTables, may_convert_key
+from matview.sql.comparison_affinity import OuterTables
 from matview.sql.from_items import FromItem, is_from_item, read_from_items
-from matview.sql.row_keys import keeps_a_key
+from matview.sql.single_row import grouped_lookup, single_row_source, total_order, unique_lookup
 from matview.sql.sqltext import (
     SET_OPERATIONS,
     AggregateCall,
     Clauses,
-    Span,
     Token,
     depth_walk,
     excerpt,
     find_aggregate_calls,
     matching_paren,
-    set_operators,
     split_alias,
     split_clauses,
     split_top_level,
     tokenize,
 )
-from matview.storage.schema import Column, TableInfo, affinity, has_one_variant, read_table
-from matview.upstream import find_entry, read_source
-
-
-def equalities(text: str, where: Span) -> Iterator[tuple[tuple[Token, ...], tuple[Token, ...]]]:
-    """The two sides of each top-level `a = b` conjunct of a WHERE clause."""
-    for conjunct in split_top_level(text, where.tokens, TokenType.AND):
-        toks = conjunct.tokens
-        depths = depth_walk(toks)
-        equals = [i for i, (t, d) in enumerate(zip(toks, depths)) if d == 0 and t.kind == TokenType.EQ]
-        either = any(d == 0 and t.kind == TokenType.OR for t, d in zip(toks, depths))
-        if len(equals) == 1 and not either:
-            yield toks[: equals[0]], toks[equals[0] + 1 :]
-
+from matview.sql.subquery_columns import (
+    exact_column,
+    exact_group_terms,
+    plain_column,
+    plain_column_of,
+    written_name,
+)
+from matview.storage.schema import affinity
 
 #: aggregates whose value inside a subquery does not depend on the order SQLite scans rows in
 _ORDER_FREE = {"count", "min", "max"}
@@ -109,12 +101,12 @@ def refuse_unstable_value(
         dedup = token.kind in SET_OPERATIONS and not (token.kind == TokenType.UNION and after == TokenType.ALL)
         if before == TokenType.EXISTS and (dedup or token.kind == TokenType.DISTINCT):
             continue  # (which variant a set keeps never decides whether it has a row)
-        exact_groups = token.kind == TokenType.GROUP_BY and _exact_group_terms(conn, body, clauses, tables)
+        exact_groups = token.kind == TokenType.GROUP_BY and exact_group_terms(conn, body, clauses, tables)
         # (DISTINCT over plain typed BINARY columns: each class one variant, whatever the order)
         exact_rows = (
             token.kind == TokenType.DISTINCT
             and bool(items)
-            and all(_exact_column(conn, split_alias(span.tokens)[0], tables) for span in items)
+            and all(exact_column(conn, split_alias(span.tokens)[0], tables) for span in items)
         )
         exact = exact_groups or exact_rows
         if d == 0 and (dedup or token.kind in (TokenType.DISTINCT, TokenType.GROUP_BY)) and not exact:
@@ -126,14 +118,14 @@ def refuse_unstable_value(
         _refuse_bare_columns(body, clauses, [call for call, _ in calls], grouped=_group_names(body, clauses))
     renames = []
     for call, name in calls:
-        if call.name == "count" or (call.name in _ORDER_FREE and _exact_column(conn, call.args[0].tokens, tables)):
+        if call.name == "count" or (call.name in _ORDER_FREE and exact_column(conn, call.args[0].tokens, tables)):
             continue
         if call.name in _ORDER_FREE and _derived_aggregate(call.args[0].tokens, from_items) == "count":
             continue  # the max of counts: integers, which no two variants share
         if call.name in _SUMS and len(call.args) == 1:
             if _integer_column(conn, call.args[0].tokens, tables):
                 continue  # SQLite's own integer sum is exact
-            if not call.distinct or _exact_column(conn, call.args[0].tokens, tables):
+            if not call.distinct or exact_column(conn, call.args[0].tokens, tables):
                 # (DISTINCT keeps one of 1 and 1.0 in scan order: the sum's type would follow it)
                 renames.append(Token(name.kind, name.text, base + name.start, base + name.end))
                 continue
@@ -157,11 +149,11 @@ def refuse_unstable_value(
     simple = not compound and not clauses.group and alone
     at_most_one = (
         one_row
-        or (simple and _unique_lookup(conn, body, clauses, tables))
-        or (not compound and not clauses.group and _grouped_lookup(conn, body, clauses, from_items, outer))
-        or (not compound and not clauses.group and _single_row_source(from_items))
+        or (simple and unique_lookup(conn, body, clauses, tables))
+        or (not compound and not clauses.group and grouped_lookup(conn, body, clauses, from_items, outer))
+        or (not compound and not clauses.group and single_row_source(from_items))
     )
-    ordered = simple and _total_order(conn, body, clauses, tables, items)
+    ordered = simple and total_order(conn, body, clauses, tables, items)
     if clauses.limit and before != TokenType.EXISTS and not (at_most_one or ordered):
         # (EXISTS asks how many rows there are, never which)
         raise UnsupportedQuery(
@@ -178,48 +170,6 @@ def refuse_unstable_value(
     )
 
 
-def _total_order(conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem], items: list[Span]) -> bool:
-    """Whether a single-table subquery's ORDER BY leaves no ties: its terms include, as plain
-    columns, the table's INTEGER PRIMARY KEY or every column of a NOT NULL primary key whose
-    columns compare as BINARY (a key unique under any collation has no two values BINARY calls
-    equal; 1 and 1.0 are one key value). A term an output column's alias could name is no
-    column: SQLite reads ORDER BY names as aliases first."""
-    if len(tables) != 1 or not clauses.order:
-        return False
-    table = read_source(conn, tables[0].name or "")
-    if table.materialized:
-        return False
-    if table.has_rowid and table.ipk is not None:
-        key = {fold(table.ipk)}
-    elif table.primary_key and not table.key_may_be_null:
-        key = {fold(c) for c in table.primary_key}
-    else:
-        return False
-    aliases = {fold(span.tokens[-1].text) for span in items if _may_be_alias(span.tokens)}
-    found = set()
-    for term in split_top_level(body, clauses.order.tokens):
-        tokens = tuple(t for t in term.tokens if t.text.upper() not in ("ASC", "DESC", "NULLS", "FIRST", "LAST"))
-        found_ = _plain_column_of(conn, tokens, tables)
-        if found_ is None or fold(tokens[-1].text) in aliases:
-            continue
-        column = found_[1]
-        if fold(column.name) == fold(table.ipk or "") or column.collation.upper() == "BINARY":
-            found.add(fold(column.name))
-    return key <= found
-
-
-def _may_be_alias(tokens: tuple[Token, ...]) -> bool:
-    """Whether a select-list item may end in an alias (`x AS a`, `x a`, `x + a`: a name not
-    after a dot, in an item of more than one token)."""
-    return len(tokens) > 1 and tokens[-1].is_name and tokens[-2].kind != TokenType.DOT
-
-
-def _exact_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]) -> bool:
-    """Whether `tokens` is a plain column whose equal values are identical (typed, BINARY)."""
-    column = _plain_column(conn, tokens, tables)
-    return column is not None and has_one_variant(column.decltype, column.collation)
-
-
 def _ordered_by_its_value(conn: apsw.Connection, call: AggregateCall, tables: list[FromItem]) -> bool:
     """Whether `group_concat(x [, 'sep'] ORDER BY …)` concatenates in an order that leaves no
     choice: x a plain column whose equal values are identical (typed, BINARY), one of the
@@ -229,9 +179,9 @@ def _ordered_by_its_value(conn: apsw.Connection, call: AggregateCall, tables: li
         return False
     if any(len(s) != 1 or s[0].kind != TokenType.STRING for s in values[1:]):
         return False
-    written = _written(values[0])
-    return _exact_column(conn, values[0], tables) and any(
-        all(t.kind != TokenType.COLLATE for t in term) and _written(_unsorted(term)) == written for term in terms
+    written = written_name(values[0])
+    return exact_column(conn, values[0], tables) and any(
+        all(t.kind != TokenType.COLLATE for t in term) and written_name(_unsorted(term)) == written for term in terms
     )
 
 
@@ -240,21 +190,9 @@ def _unsorted(tokens: Sequence[Token]) -> Sequence[Token]:
     return tokens[:-1] if tokens and tokens[-1].kind in (TokenType.ASC, TokenType.DESC) else tokens
 
 
-def _exact_group_terms(conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem]) -> bool:
-    """Whether every GROUP BY term of a subquery is a plain column whose equal values are
-    identical (typed, BINARY): each group then has one variant, whatever the scan order."""
-    terms = split_top_level(body, clauses.group.tokens)
-    return bool(terms) and all(_exact_column(conn, term.tokens, tables) for term in terms)
-
-
-def _written(tokens: Sequence[Token]) -> str:
-    """A column reference as written, folded (`t.c`, `c`): two references are compared so."""
-    return ".".join(fold(t.text) for t in tokens if t.kind != TokenType.DOT)
-
-
 def _group_names(body: str, clauses: Clauses) -> set[str]:
     """The column references a subquery's GROUP BY terms are, as written (`t.c`, `c`)."""
-    return {_written(term.tokens) for term in split_top_level(body, clauses.group.tokens) if term.tokens}
+    return {written_name(term.tokens) for term in split_top_level(body, clauses.group.tokens) if term.tokens}
 
 
 def _derived_aggregate(tokens: tuple[Token, ...], from_items: list[FromItem]) -> str | None:
@@ -296,7 +234,7 @@ def _binary_argument(conn: apsw.Connection, tokens: tuple[Token, ...], tables: l
             continue  # a function's name, or a table's before its column
         qualified = index >= 2 and tokens[index - 1].kind == TokenType.DOT
         written = tokens[index - 2 : index + 1] if qualified else (token,)
-        column = _plain_column(conn, written, tables)
+        column = plain_column(conn, written, tables)
         if column is None or column.collation.upper() != "BINARY":
             return False
     return True
@@ -314,7 +252,7 @@ def _refuse_bare_columns(
         if index in covered or token.kind not in (TokenType.VAR, TokenType.IDENTIFIER):
             continue
         qualified = index >= 2 and toks[index - 1].kind == TokenType.DOT
-        if grouped is not None and _written(toks[index - 2 : index + 1] if qualified else (token,)) in grouped:
+        if grouped is not None and written_name(toks[index - 2 : index + 1] if qualified else (token,)) in grouped:
             continue
         if index + 1 < len(toks) and toks[index + 1].kind in (TokenType.L_PAREN, TokenType.DOT):
             continue  # a function's name, or a table's before its column
@@ -331,164 +269,8 @@ def _integer_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: li
     """Whether `tokens` is a column that holds only integers: an INTEGER column of a STRICT
     table, or an INTEGER PRIMARY KEY (INTEGER affinity alone still keeps 1.5 or 1e308 as REAL,
     whose sums round in scan order)."""
-    found = _plain_column_of(conn, tokens, tables)
+    found = plain_column_of(conn, tokens, tables)
     if found is None:
         return False
     table, column = found
     return (table.strict and affinity(column.decltype) == "INTEGER") or fold(table.ipk or "") == fold(column.name)
-
-
-def _plain_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]) -> Column | None:
-    """The column `tokens` names, when it is exactly a column of one of `tables`."""
-    found = _plain_column_of(conn, tokens, tables)
-    return None if found is None else found[1]
-
-
-def _plain_column_of(
-    conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]
-) -> tuple[TableInfo, Column] | None:
-    """The table and column `tokens` names, when it is exactly a column of one of `tables`."""
-    if len(tokens) not in (1, 3) or not all(t.is_name and t.kind != TokenType.STRING for t in tokens[::2]):
-        return None  # (a string literal is no column, whatever its text)
-    if len(tokens) == 3 and tokens[1].kind != TokenType.DOT:
-        return None
-    name = tokens[-1].text
-    candidates = [i for i in tables if len(tokens) == 1 or fold(i.alias) == fold(tokens[0].text)]
-    infos = [read_source(conn, i.name or "") for i in candidates]
-    found = [(info, column) for info in infos if (column := info.column(name)) is not None]
-    return found[0] if len(found) == 1 else None
-
-
-def _unique_lookup(conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem]) -> bool:
-    """A single-table subquery whose WHERE has a conjunct `key = expr` on its INTEGER PRIMARY
-    KEY (or rowid), where expr does not read that table: at most one row."""
-    if len(tables) != 1 or not clauses.where:
-        return False
-    item = tables[0]
-    table = read_source(conn, item.name or "")
-    keys = {"rowid", "_rowid_", "oid"} | ({fold(table.ipk)} if table.ipk else set())
-    if table.materialized:
-        # a materialized view that keeps its table's INTEGER PRIMARY KEY (`sql.row_keys`): one row per key
-        keys = _kept_integer_key(conn, table)
-        if not keys:
-            return False
-    elif not table.has_rowid:
-        keys = {fold(table.primary_key[0])} if len(table.primary_key) == 1 else set()
-        column = table.column(table.primary_key[0]) if keys else None
-        if column is None or affinity(column.decltype) != "INTEGER":
-            return False
-    own = {fold(c.name) for c in table.columns} | {"rowid", "_rowid_", "oid"}
-    for left, right in equalities(body, clauses.where):
-        for key_side, other in ((left, right), (right, left)):
-            if _is_column(key_side, item.alias, keys) and not reads_table(other, item.alias, own):
-                return True
-    return False
-
-
-def _kept_integer_key(conn: apsw.Connection, view: TableInfo) -> set[str]:
-    """The INTEGER PRIMARY KEY a select-project materialized view over one table keeps as a
-    column of the same name (its rows never repeat: `upstream_info`); empty for anything else."""
-    entry = find_entry(conn, view.name)
-    if entry is None or not view.unique_rows or entry.plan.kind != "rows" or len(entry.plan.sources) != 1:
-        return set()
-    try:
-        base = read_table(conn, entry.plan.sources[0])
-    except Error:
-        return set()
-    if base.ipk is None or not keeps_a_key(conn, entry.sql):
-        return set()
-    column = view.column(base.ipk)
-    return {fold(base.ipk)} if column is not None and affinity(column.decltype) == "INTEGER" else set()
-
-
-def _single_row_source(from_items: list[FromItem]) -> bool:
-    """Whether a FROM clause is one derived table that aggregates without GROUP BY (`(SELECT m
-    FROM best)`, best a CTE `SELECT max(t) AS m FROM s`): one row at most, whatever its WHERE."""
-    if len(from_items) != 1 or from_items[0].body is None:
-        return False
-    inner = from_items[0].body
-    tokens = tokenize(inner)
-    if not tokens or tokens[0].kind != TokenType.SELECT or set_operators(tokens):
-        return False
-    clauses = split_clauses(inner, tokens)
-    return not clauses.group and bool(find_aggregate_calls(inner, clauses.select.tokens))
-
-
-def _grouped_lookup(
-    conn: apsw.Connection, body: str, clauses: Clauses, from_items: list[FromItem], outer: OuterTables
-) -> bool:
-    """A subquery over one grouped derived table (GROUP BY plain typed BINARY columns) whose
-    WHERE has a conjunct `name = expr` for each grouped column's output name, expr not reading
-    the derived table and not converting the column's values (`comparison_affinity`: a TEXT
-    key `'01'` equals the INTEGER `1` as `'1'` does): one group, at most one row (`(SELECT n
-    FROM g WHERE g.cid = c.id)` over `g AS (SELECT cid, count(*) n FROM o GROUP BY cid)`)."""
-    if len(from_items) != 1 or from_items[0].body is None or not clauses.where:
-        return False
-    item, derived = from_items[0], from_items[0].body or ""
-    tokens = tokenize(derived)
-    inner = split_clauses(derived, tokens)
-    if not inner.group or not inner.from_ or set_operators(tokens):
-        return False
-    inner_items = read_from_items(derived, list(inner.from_.tokens), check=True)
-    if not _exact_group_terms(conn, derived, inner, [i for i in inner_items if i.name is not None]):
-        return False
-    outputs: dict[str, str] = {}  # per grouped column (folded): the name the derived table shows it under
-    named = [i for i in inner_items if i.name is not None]
-    shown: set[str] = set()
-    for span in split_top_level(derived, inner.select.tokens):
-        expression, alias = split_alias(span.tokens)
-        name = alias or span.tokens[-1]
-        shown.add(fold(name.text))
-        plain = len(expression) == 1 or (len(expression) == 3 and expression[1].kind == TokenType.DOT)
-        if plain and expression[-1].is_name:
-            outputs.setdefault(_written(expression), fold(name.text))
-    wanted = set()
-    kinds: dict[str, str] = {}  # per output name: the grouped column's affinity
-    terms = split_top_level(derived, inner.group.tokens)
-    for term in terms:
-        name_ = outputs.get(_written(term.tokens))  # (`a.k` is not `b.k`: each term its own output)
-        column = _plain_column(conn, term.tokens, named)
-        if name_ is None or name_ in wanted or column is None:
-            return False
-        wanted.add(name_)
-        kinds[name_] = affinity(column.decltype)
-    found = set()
-    for left, right in equalities(body, clauses.where):
-        if any(t.kind == TokenType.COLLATE for t in (*left, *right)):
-            continue  # (an explicit collation may merge several BINARY groups)
-        for key_side, other in ((left, right), (right, left)):
-            # the comparison takes the left operand's collation: with the group column on the
-            # right, a column on the left (`c.name = g.tag`, name NOCASE) could match several groups
-            column_left = key_side is right and any(t.is_name and t.kind != TokenType.STRING for t in other)
-            if column_left:
-                continue
-            looked_up = _is_column(key_side, item.alias, wanted) and not reads_table(other, item.alias, shown)
-            if looked_up and not may_convert_key(kinds[fold(key_side[-1].text)], other, outer):
-                found.add(fold(key_side[-1].text))
-    return wanted <= found
-
-
-def _is_column(tokens: tuple[Token, ...], alias: str, names_: set[str]) -> bool:
-    if len(tokens) == 1:
-        return tokens[0].is_name and fold(tokens[0].text) in names_
-    return (
-        len(tokens) == 3
-        and tokens[1].kind == TokenType.DOT
-        and fold(tokens[0].text) == fold(alias)
-        and fold(tokens[2].text) in names_
-    )
-
-
-def reads_table(tokens: tuple[Token, ...], alias: str, names_: set[str]) -> bool:
-    """Whether `tokens` may name a column of the subquery's own table (unqualified or by alias)."""
-    for index, token in enumerate(tokens):
-        if not token.is_name:
-            continue
-        qualified = index and tokens[index - 1].kind == TokenType.DOT
-        if qualified:
-            if fold(tokens[index - 2].text) == fold(alias):
-                return True
-            continue
-        if fold(token.text) in names_ or fold(token.text) == fold(alias):
-            return True
-    return False

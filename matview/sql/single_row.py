@@ -1,0 +1,186 @@
+"""Whether a subquery returns at most one row, or its rows in an order without ties: where
+SQLite's choice of a scalar subquery's first row (or of a LIMIT's rows) is no choice at all.
+
+At most one row: a lookup by INTEGER PRIMARY KEY (`unique_lookup`), of a grouped derived table
+by its GROUP BY columns where the comparison converts no key value (`grouped_lookup`,
+`comparison_affinity`), a derived table that aggregates without GROUP BY
+(`single_row_source`). No ties: an ORDER BY that ends with the table's key (`total_order`).
+"""
+
+from __future__ import annotations
+
+import apsw
+from sqlglot.tokens import TokenType
+
+from matview.errors import Error
+from matview.names import fold
+from matview.sql.comparison_affinity import OuterTables, may_convert_key
+from matview.sql.from_items import FromItem, read_from_items
+from matview.sql.row_keys import keeps_a_key
+from matview.sql.sqltext import (
+    Clauses,
+    Span,
+    Token,
+    find_aggregate_calls,
+    set_operators,
+    split_alias,
+    split_clauses,
+    split_top_level,
+    tokenize,
+)
+from matview.sql.subquery_columns import (
+    equalities,
+    exact_group_terms,
+    names_column,
+    plain_column,
+    plain_column_of,
+    reads_table,
+    written_name,
+)
+from matview.storage.schema import TableInfo, affinity, read_table
+from matview.upstream import find_entry, read_source
+
+
+def total_order(conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem], items: list[Span]) -> bool:
+    """Whether a single-table subquery's ORDER BY leaves no ties: its terms include, as plain
+    columns, the table's INTEGER PRIMARY KEY or every column of a NOT NULL primary key whose
+    columns compare as BINARY (a key unique under any collation has no two values BINARY calls
+    equal; 1 and 1.0 are one key value). A term an output column's alias could name is no
+    column: SQLite reads ORDER BY names as aliases first."""
+    if len(tables) != 1 or not clauses.order:
+        return False
+    table = read_source(conn, tables[0].name or "")
+    if table.materialized:
+        return False
+    if table.has_rowid and table.ipk is not None:
+        key = {fold(table.ipk)}
+    elif table.primary_key and not table.key_may_be_null:
+        key = {fold(c) for c in table.primary_key}
+    else:
+        return False
+    aliases = {fold(span.tokens[-1].text) for span in items if _may_be_alias(span.tokens)}
+    found = set()
+    for term in split_top_level(body, clauses.order.tokens):
+        tokens = tuple(t for t in term.tokens if t.text.upper() not in ("ASC", "DESC", "NULLS", "FIRST", "LAST"))
+        found_ = plain_column_of(conn, tokens, tables)
+        if found_ is None or fold(tokens[-1].text) in aliases:
+            continue
+        column = found_[1]
+        if fold(column.name) == fold(table.ipk or "") or column.collation.upper() == "BINARY":
+            found.add(fold(column.name))
+    return key <= found
+
+
+def _may_be_alias(tokens: tuple[Token, ...]) -> bool:
+    """Whether a select-list item may end in an alias (`x AS a`, `x a`, `x + a`: a name not
+    after a dot, in an item of more than one token)."""
+    return len(tokens) > 1 and tokens[-1].is_name and tokens[-2].kind != TokenType.DOT
+
+
+def unique_lookup(conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem]) -> bool:
+    """A single-table subquery whose WHERE has a conjunct `key = expr` on its INTEGER PRIMARY
+    KEY (or rowid), where expr does not read that table: at most one row."""
+    if len(tables) != 1 or not clauses.where:
+        return False
+    item = tables[0]
+    table = read_source(conn, item.name or "")
+    keys = {"rowid", "_rowid_", "oid"} | ({fold(table.ipk)} if table.ipk else set())
+    if table.materialized:
+        # a materialized view that keeps its table's INTEGER PRIMARY KEY (`sql.row_keys`): one row per key
+        keys = _kept_integer_key(conn, table)
+        if not keys:
+            return False
+    elif not table.has_rowid:
+        keys = {fold(table.primary_key[0])} if len(table.primary_key) == 1 else set()
+        column = table.column(table.primary_key[0]) if keys else None
+        if column is None or affinity(column.decltype) != "INTEGER":
+            return False
+    own = {fold(c.name) for c in table.columns} | {"rowid", "_rowid_", "oid"}
+    for left, right in equalities(body, clauses.where):
+        for key_side, other in ((left, right), (right, left)):
+            if names_column(key_side, item.alias, keys) and not reads_table(other, item.alias, own):
+                return True
+    return False
+
+
+def _kept_integer_key(conn: apsw.Connection, view: TableInfo) -> set[str]:
+    """The INTEGER PRIMARY KEY a select-project materialized view over one table keeps as a
+    column of the same name (its rows never repeat: `upstream_info`); empty for anything else."""
+    entry = find_entry(conn, view.name)
+    if entry is None or not view.unique_rows or entry.plan.kind != "rows" or len(entry.plan.sources) != 1:
+        return set()
+    try:
+        base = read_table(conn, entry.plan.sources[0])
+    except Error:
+        return set()
+    if base.ipk is None or not keeps_a_key(conn, entry.sql):
+        return set()
+    column = view.column(base.ipk)
+    return {fold(base.ipk)} if column is not None and affinity(column.decltype) == "INTEGER" else set()
+
+
+def single_row_source(from_items: list[FromItem]) -> bool:
+    """Whether a FROM clause is one derived table that aggregates without GROUP BY (`(SELECT m
+    FROM best)`, best a CTE `SELECT max(t) AS m FROM s`): one row at most, whatever its WHERE."""
+    if len(from_items) != 1 or from_items[0].body is None:
+        return False
+    inner = from_items[0].body
+    tokens = tokenize(inner)
+    if not tokens or tokens[0].kind != TokenType.SELECT or set_operators(tokens):
+        return False
+    clauses = split_clauses(inner, tokens)
+    return not clauses.group and bool(find_aggregate_calls(inner, clauses.select.tokens))
+
+
+def grouped_lookup(
+    conn: apsw.Connection, body: str, clauses: Clauses, from_items: list[FromItem], outer: OuterTables
+) -> bool:
+    """A subquery over one grouped derived table (GROUP BY plain typed BINARY columns) whose
+    WHERE has a conjunct `name = expr` for each grouped column's output name, expr not reading
+    the derived table and not converting the column's values (`comparison_affinity`: a TEXT
+    key `'01'` equals the INTEGER `1` as `'1'` does): one group, at most one row (`(SELECT n
+    FROM g WHERE g.cid = c.id)` over `g AS (SELECT cid, count(*) n FROM o GROUP BY cid)`)."""
+    if len(from_items) != 1 or from_items[0].body is None or not clauses.where:
+        return False
+    item, derived = from_items[0], from_items[0].body or ""
+    tokens = tokenize(derived)
+    inner = split_clauses(derived, tokens)
+    if not inner.group or not inner.from_ or set_operators(tokens):
+        return False
+    inner_items = read_from_items(derived, list(inner.from_.tokens), check=True)
+    if not exact_group_terms(conn, derived, inner, [i for i in inner_items if i.name is not None]):
+        return False
+    outputs: dict[str, str] = {}  # per grouped column (folded): the name the derived table shows it under
+    named = [i for i in inner_items if i.name is not None]
+    shown: set[str] = set()
+    for span in split_top_level(derived, inner.select.tokens):
+        expression, alias = split_alias(span.tokens)
+        name = alias or span.tokens[-1]
+        shown.add(fold(name.text))
+        plain = len(expression) == 1 or (len(expression) == 3 and expression[1].kind == TokenType.DOT)
+        if plain and expression[-1].is_name:
+            outputs.setdefault(written_name(expression), fold(name.text))
+    wanted = set()
+    kinds: dict[str, str] = {}  # per output name: the grouped column's affinity
+    terms = split_top_level(derived, inner.group.tokens)
+    for term in terms:
+        name_ = outputs.get(written_name(term.tokens))  # (`a.k` is not `b.k`: each term its own output)
+        column = plain_column(conn, term.tokens, named)
+        if name_ is None or name_ in wanted or column is None:
+            return False
+        wanted.add(name_)
+        kinds[name_] = affinity(column.decltype)
+    found = set()
+    for left, right in equalities(body, clauses.where):
+        if any(t.kind == TokenType.COLLATE for t in (*left, *right)):
+            continue  # (an explicit collation may merge several BINARY groups)
+        for key_side, other in ((left, right), (right, left)):
+            # the comparison takes the left operand's collation: with the group column on the
+            # right, a column on the left (`c.name = g.tag`, name NOCASE) could match several groups
+            column_left = key_side is right and any(t.is_name and t.kind != TokenType.STRING for t in other)
+            if column_left:
+                continue
+            looked_up = names_column(key_side, item.alias, wanted) and not reads_table(other, item.alias, shown)
+            if looked_up and not may_convert_key(kinds[fold(key_side[-1].text)], other, outer):
+                found.add(fold(key_side[-1].text))
+    return wanted <= found
