@@ -10,6 +10,7 @@ of them equally.  Reports MEDIANS and RATIOS; absolute numbers are printed only 
 
 See bench/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -197,8 +198,9 @@ def create_view_sql(kind: str, name: str, select: str, mode: str | None) -> str:
 class Arm:
     """One connection taking part in interleaved loops."""
 
-    def __init__(self, key: str, kind: str, path: str, view: str | None = None, vname: str = "",
-                 init_sql: str | None = None):
+    def __init__(
+        self, key: str, kind: str, path: str, view: str | None = None, vname: str = "", init_sql: str | None = None
+    ):
         self.key, self.kind, self.path, self.view = key, kind, path, view
         self.vname, self.init_sql = vname, init_sql
         self.init_ns = None
@@ -319,8 +321,10 @@ def compare_rows(got, want) -> str | None:
         ex = f"e.g. SELECT has {show(m)}" + (f", view has {show(twin)}" if twin else ", view lacks it")
     elif extra:
         ex = f"e.g. view has extra {show(extra[0])}"
-    return (f"{kind}: view {len(got)} rows vs SELECT {len(want)} rows; {len(missing)} SELECT rows not in view "
-            f"({n_val} differ in value, {len(missing) - n_val} only in type); {ex}")
+    return (
+        f"{kind}: view {len(got)} rows vs SELECT {len(want)} rows; {len(missing)} SELECT rows not in view "
+        f"({n_val} differ in value, {len(missing) - n_val} only in type); {ex}"
+    )
 
 
 def check_view(arm: Arm, select: str, when: str) -> str:
@@ -395,9 +399,7 @@ ROWS: list[dict] = []
 
 
 def add_row(measure, view, mode, mv, raw="", tu="", target="", ok=""):
-    ROWS.append(
-        dict(measure=measure, view=view, mode=mode, matview=mv, raw=raw, turso=tu, target=target, met=ok)
-    )
+    ROWS.append(dict(measure=measure, view=view, mode=mode, matview=mv, raw=raw, turso=tu, target=target, met=ok))
 
 
 # --------------------------------------------------------------------------- phases
@@ -430,7 +432,7 @@ def phase_create(ctx: Ctx, vname: str, select: str):
     status = {}
     out = {}
     for r in range(reps):
-        order = tasks[r % len(tasks):] + tasks[: r % len(tasks)] if tasks else []
+        order = tasks[r % len(tasks) :] + tasks[: r % len(tasks)] if tasks else []
         if r & 1:
             order.reverse()
         for kind, tag, mode in order:
@@ -509,15 +511,23 @@ def phase_reads(ctx: Ctx, vname: str, select: str, paths, status):
     """Full scan of the view vs the same rows in a plain table; V1 also indexed point lookups."""
     arms = []
     if ctx.use_mv and "imm" not in status and "ctas" not in status:
-        arms += [Arm("mv_view", "mv", paths[("imm", "read")], "v", vname),
-                 Arm("mv_plain", "mv", paths[("ctas", "read")], "p", vname)]
+        arms += [
+            Arm("mv_view", "mv", paths[("imm", "read")], "v", vname),
+            Arm("mv_plain", "mv", paths[("ctas", "read")], "p", vname),
+        ]
     t_ok = ctx.use_turso and "tview" not in status and "tctas" not in status
     if t_ok:
         arms += [
             # Turso: the view is (re)created in the measuring connection; a Turso view reopened from a
             # closed file can be wrong (checked separately, "after reopen")
-            Arm("t_view", "turso", copy_db(ctx.base, p(ctx, f"{vname}_tview_rd.db")), "v", vname,
-                create_view_sql("turso", "v", select, None)),
+            Arm(
+                "t_view",
+                "turso",
+                copy_db(ctx.base, p(ctx, f"{vname}_tview_rd.db")),
+                "v",
+                vname,
+                create_view_sql("turso", "v", select, None),
+            ),
             Arm("t_plain", "turso", paths[("tctas", "read")], "p", vname),
         ]
     for a in arms:
@@ -534,9 +544,7 @@ def phase_reads(ctx: Ctx, vname: str, select: str, paths, status):
         if key in by:
             corr[key] = check_view(by[key], select, "after CREATE")
     scan_phase = "scan"
-    interleave(
-        arms, ctx.args.scan_reps, 2, scan_phase, lambda a, i: timed_fetch(a.conn, f"SELECT * FROM {a.view}")
-    )
+    interleave(arms, ctx.args.scan_reps, 2, scan_phase, lambda a, i: timed_fetch(a.conn, f"SELECT * FROM {a.view}"))
 
     def cell(v, pl):
         a, b = by.get(v), by.get(pl)
@@ -548,8 +556,14 @@ def phase_reads(ctx: Ctx, vname: str, select: str, paths, status):
     if by.get("mv_view") is not None and by.get("mv_plain") is not None:
         scan_ratio = ratio(by["mv_view"].med(scan_phase), by["mv_plain"].med(scan_phase))
     add_row(
-        "full scan SELECT * vs plain table", vname, "immediate", cell("mv_view", "mv_plain"), "",
-        cell("t_view", "t_plain"), f"<= {TARGET['scan']}x", met(scan_ratio, TARGET["scan"]),
+        "full scan SELECT * vs plain table",
+        vname,
+        "immediate",
+        cell("mv_view", "mv_plain"),
+        "",
+        cell("t_view", "t_plain"),
+        f"<= {TARGET['scan']}x",
+        met(scan_ratio, TARGET["scan"]),
     )
 
     if vname == "V1":
@@ -731,8 +745,16 @@ def phase_writes(ctx: Ctx, vname: str, select: str, paths, status, big_paths):
     all_arms.append(Arm("raw", "raw", copy_db(ctx.base, p(ctx, f"{vname}_raw.db")), None, vname))
     if ctx.use_turso and "tview" not in status:
         remove_db(paths[("tview", "write")])
-        all_arms.append(Arm("t_view", "turso", copy_db(ctx.base, p(ctx, f"{vname}_tview_wr.db")), "v", vname,
-                            create_view_sql("turso", "v", select, None)))
+        all_arms.append(
+            Arm(
+                "t_view",
+                "turso",
+                copy_db(ctx.base, p(ctx, f"{vname}_tview_wr.db")),
+                "v",
+                vname,
+                create_view_sql("turso", "v", select, None),
+            )
+        )
         all_arms.append(Arm("t_nov", "turso", copy_db(ctx.base, p(ctx, f"{vname}_tnov.db")), None, vname))
     small = list(all_arms)
     if ctx.do_big:
@@ -742,8 +764,16 @@ def phase_writes(ctx: Ctx, vname: str, select: str, paths, status, big_paths):
             ("tview1M", "t_view_1M", "turso"),
         ):
             if tag in big_paths:
-                all_arms.append(Arm(key, kind, big_paths[tag], "v", vname,
-                                    create_view_sql("turso", "v", select, None) if kind == "turso" else None))
+                all_arms.append(
+                    Arm(
+                        key,
+                        kind,
+                        big_paths[tag],
+                        "v",
+                        vname,
+                        create_view_sql("turso", "v", select, None) if kind == "turso" else None,
+                    )
+                )
         if ctx.use_mv:
             all_arms.append(Arm("mv_nov_1M", "mv", copy_db(ctx.big, p(ctx, f"{vname}_nov1M.db")), None, vname))
         if ctx.use_turso and "t_view_1M" in [a.key for a in all_arms]:
@@ -758,8 +788,11 @@ def phase_writes(ctx: Ctx, vname: str, select: str, paths, status, big_paths):
         if a.init_ns is not None:
             log(f"  {vname} {a.key}: CREATE (in measuring connection) took {fmt_t(a.init_ns)}")
     by = {a.key: a for a in all_arms}
-    corr = {a.key + "@create": check_view(a, select, "right after CREATE (same connection)")
-            for a in all_arms if a.kind == "turso" and a.view and not a.error}
+    corr = {
+        a.key + "@create": check_view(a, select, "right after CREATE (same connection)")
+        for a in all_arms
+        if a.kind == "turso" and a.view and not a.error
+    }
     rng = random.Random(1000 + int(vname[1:]))
     n = args.iters
     warm = args.warmup
@@ -896,8 +929,11 @@ def phase_writes(ctx: Ctx, vname: str, select: str, paths, status, big_paths):
     for a in small:
         remove_db(a.path)
     ctx.results.setdefault(vname, {})["arms"] = {
-        a.key: {"error": a.error, "median_ns": {k: statistics.median(v) for k, v in a.samples.items() if v},
-                "extra_median_ns": {k: statistics.median(v) for k, v in a.extra.items() if v}}
+        a.key: {
+            "error": a.error,
+            "median_ns": {k: statistics.median(v) for k, v in a.samples.items() if v},
+            "extra_median_ns": {k: statistics.median(v) for k, v in a.extra.items() if v},
+        }
         for a in all_arms
     }
     return corr, corr2, corr3
@@ -1185,6 +1221,7 @@ def main(argv=None):
             all_corr[vname] = (c0, c1, c2, c3, status)
         # correctness rows
         for vname, (c0, c1, c2, c3, status) in all_corr.items():
+
             def summary(prefix, c0=c0, c1=c1, c2=c2, c3=c3):
                 parts = []
                 for label, d in (("create", c0), ("writes", c1), ("10k+flush", c2), ("reopen", c3)):
@@ -1265,8 +1302,19 @@ def main(argv=None):
                 print("  - " + n.rstrip().replace("\n", "\n    "))
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"env": env, "args": vars(args), "rows": ROWS, "results": ctx.results,
-                           "problems": PROBLEMS, "turso_notes": TURSO_NOTES}, f, indent=1, default=str)
+                json.dump(
+                    {
+                        "env": env,
+                        "args": vars(args),
+                        "rows": ROWS,
+                        "results": ctx.results,
+                        "problems": PROBLEMS,
+                        "turso_notes": TURSO_NOTES,
+                    },
+                    f,
+                    indent=1,
+                    default=str,
+                )
         if args.keep:
             print(f"(kept {tmp})")
         else:

@@ -57,10 +57,7 @@ def build(path: str, orders: int, customers: int, seed: int) -> None:
         )
         conn.executemany(
             "INSERT INTO orders VALUES (?, ?, ?, ?)",
-            (
-                (i, rng.randint(1, customers), rng.randint(1, 1000), rng.choice(STATUSES))
-                for i in range(1, orders + 1)
-            ),
+            ((i, rng.randint(1, customers), rng.randint(1, 1000), rng.choice(STATUSES)) for i in range(1, orders + 1)),
         )
     conn.close()
 
@@ -128,17 +125,21 @@ def bench_view(base: str, tmp: str, name: str, select: str, mode: str, iters: in
 
     ops = {
         "INSERT order": insert_order,
-        "UPDATE order amount": lambda c: lambda: txn(
-            c, "UPDATE orders SET amount = amount + 1 WHERE id = ?", (rng.randint(1, 1000),)
+        "UPDATE order amount": lambda c: (
+            lambda: txn(c, "UPDATE orders SET amount = amount + 1 WHERE id = ?", (rng.randint(1, 1000),))
         ),
-        "UPDATE order customer": lambda c: lambda: txn(
-            c, "UPDATE orders SET customer_id = ? WHERE id = ?", (rng.randint(1, customers), rng.randint(1, 1000))
+        "UPDATE order customer": lambda c: (
+            lambda: txn(
+                c, "UPDATE orders SET customer_id = ? WHERE id = ?", (rng.randint(1, customers), rng.randint(1, 1000))
+            )
         ),
-        "INSERT customer": lambda c: lambda: txn(
-            c, "INSERT INTO customers(region, segment) VALUES (?, 'retail')", (rng.choice(REGIONS),)
+        "INSERT customer": lambda c: (
+            lambda: txn(c, "INSERT INTO customers(region, segment) VALUES (?, 'retail')", (rng.choice(REGIONS),))
         ),
-        "UPDATE customer region (fan-out ~10)": lambda c: lambda: txn(
-            c, "UPDATE customers SET region = ? WHERE id = ?", (rng.choice(REGIONS), rng.randint(1, customers))
+        "UPDATE customer region (fan-out ~10)": lambda c: (
+            lambda: txn(
+                c, "UPDATE customers SET region = ? WHERE id = ?", (rng.choice(REGIONS), rng.randint(1, customers))
+            )
         ),
     }
     for label, make in ops.items():

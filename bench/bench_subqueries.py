@@ -62,14 +62,14 @@ def bench_view(base: str, tmp: str, name: str, select: str, iters: int, rng: ran
 
     ops: dict[str, Callable[[Any], Callable[[], None]]] = {
         "INSERT order": insert_order,
-        "UPDATE order amount": lambda c: lambda: txn(
-            c, "UPDATE orders SET amount = amount + 1 WHERE id = ?", (rng.randint(1, 1000),)
+        "UPDATE order amount": lambda c: (
+            lambda: txn(c, "UPDATE orders SET amount = amount + 1 WHERE id = ?", (rng.randint(1, 1000),))
         ),
-        "INSERT customer": lambda c: lambda: txn(
-            c, "INSERT INTO customers(region, segment) VALUES (?, 'retail')", (rng.choice(REGIONS),)
+        "INSERT customer": lambda c: (
+            lambda: txn(c, "INSERT INTO customers(region, segment) VALUES (?, 'retail')", (rng.choice(REGIONS),))
         ),
-        "UPDATE customer segment": lambda c: lambda: txn(
-            c, "UPDATE customers SET segment = 'corp' WHERE id = ?", (rng.randint(1, customers),)
+        "UPDATE customer segment": lambda c: (
+            lambda: txn(c, "UPDATE customers SET segment = 'corp' WHERE id = ?", (rng.randint(1, customers),))
         ),
     }
     for label, make in ops.items():

@@ -174,9 +174,7 @@ class ReaderPauses(threading.Thread):
             self.flag.unlink(missing_ok=True)
 
 
-def concurrency(
-    directory: Path, writers: int, txns: int, seed: int, tally: Tally, pause_every: float = 0.0
-) -> int:
+def concurrency(directory: Path, writers: int, txns: int, seed: int, tally: Tally, pause_every: float = 0.0) -> int:
     """`writers` processes × `txns` transactions on one WAL file, with readers (pausing together
     for 1 s every `pause_every` seconds when set: `ReaderPauses`); the number of transactions
     committed."""
