@@ -103,6 +103,40 @@ def unique_lookup(conn: apsw.Connection, body: str, clauses: Clauses, tables: li
     return False
 
 
+def grouped_by_looked_up_keys(
+    conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem], outer: OuterTables
+) -> bool:
+    """A single-table subquery that groups by plain typed BINARY columns (`exact_group_terms`)
+    and whose WHERE fixes each of them with a conjunct `column = expr`, expr not reading the
+    table and not converting the column's values (`comparison_affinity`): one group, at most
+    one row (`(SELECT count(*) FROM o WHERE o.cid = c.id GROUP BY o.cid)`)."""
+    if len(tables) != 1 or not clauses.where or not exact_group_terms(conn, body, clauses, tables):
+        return False
+    item = tables[0]
+    own = {fold(c.name) for c in read_source(conn, item.name or "").columns} | {"rowid", "_rowid_", "oid"}
+    wanted: dict[str, str] = {}  # per grouped column (folded name): its affinity
+    for term in split_top_level(body, clauses.group.tokens):
+        column = plain_column(conn, term.tokens, tables)
+        if column is None:
+            return False
+        wanted[fold(column.name)] = affinity(column.decltype)
+    found = set()
+    for left, right in equalities(body, clauses.where):
+        if any(t.kind == TokenType.COLLATE for t in (*left, *right)):
+            continue  # (an explicit collation may merge several BINARY groups)
+        for key_side, other in ((left, right), (right, left)):
+            # (the comparison takes the left operand's collation: a NOCASE column there could
+            # match several of the key's BINARY values)
+            if key_side is right and any(t.is_name and t.kind != TokenType.STRING for t in other):
+                continue
+            column = plain_column(conn, key_side, tables)
+            name = fold(column.name) if column is not None else ""
+            fixed = name in wanted and not reads_table(other, item.alias, own)
+            if fixed and not may_convert_key(wanted[name], other, outer):
+                found.add(name)
+    return set(wanted) <= found
+
+
 def _kept_integer_key(conn: apsw.Connection, view: TableInfo) -> set[str]:
     """The INTEGER PRIMARY KEY a select-project materialized view over one table keeps as a
     column of the same name (its rows never repeat: `upstream_info`); empty for anything else."""

@@ -22,7 +22,13 @@ from matview.operators.exact_extrema import EXACT_EXTREMA
 from matview.operators.exact_sums import EXACT_SUMS
 from matview.sql.comparison_affinity import OuterTables
 from matview.sql.from_items import FromItem, is_from_item, read_from_items
-from matview.sql.single_row import grouped_lookup, single_row_source, total_order, unique_lookup
+from matview.sql.single_row import (
+    grouped_by_looked_up_keys,
+    grouped_lookup,
+    single_row_source,
+    total_order,
+    unique_lookup,
+)
 from matview.sql.sqltext import (
     SET_OPERATIONS,
     AggregateCall,
@@ -152,6 +158,12 @@ def refuse_unstable_value(
         or (simple and unique_lookup(conn, body, clauses, tables))
         or (not compound and not clauses.group and grouped_lookup(conn, body, clauses, from_items, outer))
         or (not compound and not clauses.group and single_row_source(from_items))
+        or (
+            not compound
+            and alone
+            and bool(clauses.group)
+            and grouped_by_looked_up_keys(conn, body, clauses, tables, outer)
+        )
     )
     ordered = simple and total_order(conn, body, clauses, tables, items)
     if clauses.limit and before != TokenType.EXISTS and not (at_most_one or ordered):
