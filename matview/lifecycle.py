@@ -146,6 +146,12 @@ def create_view(
                 refuse_group_concat_through_own_index(conn, plan, sql)
             except UnsupportedQuery as refusal:
                 raise _RefusedOnceCompiled(str(refusal)) from None
+            reserved = [c.name for c in plan.columns if names.is_internal(c.name) and not internal]
+            if reserved:  # (the view's table has columns of those names; a node's are matview's own)
+                raise Error(
+                    f"materialized view {name}: column names beginning with {names.PREFIX} are matview's own "
+                    f"({reserved[0]}); name the column otherwise"
+                )
             view_table = ViewTable(name, plan.columns)
             view_table.create(conn)
             create_state_tables(conn, name)

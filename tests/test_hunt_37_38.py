@@ -21,6 +21,8 @@ reading a view) found.
 * A lookup of a grouped derived table by its GROUP BY column `g.cid = c.id` (cid TEXT, c.id
   INTEGER) converts the keys: '1' and '01' both equal 1, so it is not one row
   (`comparison_affinity`).
+* Hunt 40: a column named like matview's own (`__dbsp_weight`), of a base table or of the view,
+  made CREATE fail with SQLite's "duplicate column name"; refused by name now.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from __future__ import annotations
 import sqlite3
 import sys
 from pathlib import Path
+
+import pytest
 
 _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
@@ -197,3 +201,18 @@ def test_stock_readers_compare_a_grouped_cast_column_under_its_affinity(tmp_path
             want = stock.execute(f"SELECT * FROM ({select}) WHERE {where}").fetchall()
             assert bag(stock.execute(f"SELECT * FROM {name} WHERE {where}").fetchall()) == bag(want), (name, where)
     stock.close()
+
+
+def test_names_matview_keeps_for_its_own_columns_are_refused_by_name(tmp_path: Path) -> None:
+    """A base column or a view column named like matview's own (`__dbsp_weight`) made CREATE fail
+    with SQLite's "duplicate column name" (hunt 40)."""
+    conn = matview.connect(str(tmp_path / "reserved.db"))
+    conn.execute('CREATE TABLE l("__dbsp_weight" INTEGER, ok INTEGER, x INTEGER)')
+    conn.execute("CREATE TABLE c(id INTEGER PRIMARY KEY, v INTEGER)")
+    with pytest.raises(matview.Error, match="__dbsp_weight begins with __dbsp_"):
+        conn.execute("CREATE MATERIALIZED VIEW v AS SELECT ok, x FROM l")
+    with pytest.raises(matview.Error, match="beginning with __dbsp_ are matview's own"):
+        conn.execute('CREATE MATERIALIZED VIEW w AS SELECT v AS "__dbsp_key", count(*) FROM c GROUP BY v')
+    conn.execute("INSERT INTO l VALUES (1, 2, 3)")  # (nothing left behind: the table is written as before)
+    conn.execute("CREATE MATERIALIZED VIEW w AS SELECT v, count(*) AS n FROM c GROUP BY v")
+    assert conn.views()[0].name == "w"

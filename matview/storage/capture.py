@@ -22,6 +22,7 @@ import apsw
 
 from matview import names
 from matview.db import scalar
+from matview.errors import Error
 from matview.names import all_of, quote
 from matview.storage.schema import ROWID_KEY, TableInfo
 
@@ -47,6 +48,12 @@ def delta_columns_sql(table: TableInfo) -> str:
 
 def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
     """Create the delta log, preimage table and triggers of `table` (idempotent)."""
+    reserved = [c.name for c in table.columns if names.is_internal(c.name)]
+    if reserved:  # (the delta log has columns of those names: SQLite would say "duplicate column")
+        raise Error(
+            f"table {table.name}: its column {reserved[0]} begins with {names.PREFIX}, which matview keeps "
+            "for its own columns; rename the column to make views over the table"
+        )
     t = quote(table.name)
     delta, pre = quote(names.delta_table(table.name)), quote(names.preimage_table(table.name))
     cols = delta_columns_sql(table)
