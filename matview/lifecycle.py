@@ -146,11 +146,12 @@ def create_view(
                 refuse_group_concat_through_own_index(conn, plan, sql)
             except UnsupportedQuery as refusal:
                 raise _RefusedOnceCompiled(str(refusal)) from None
-            reserved = [c.name for c in plan.columns if names.is_internal(c.name) and not internal]
-            if reserved:  # (the view's table has columns of those names; a node's are matview's own)
+            own = {fold(n) for n in (names.ROW_ID, names.KEY, names.WEIGHT)}  # (the view table's columns)
+            reserved = [c.name for c in plan.columns if fold(c.name) in own]
+            if reserved:  # (SQLite would say "duplicate column name")
                 raise Error(
-                    f"materialized view {name}: column names beginning with {names.PREFIX} are matview's own "
-                    f"({reserved[0]}); name the column otherwise"
+                    f"materialized view {name}: column {reserved[0]} has a name matview keeps for a column of "
+                    "its own; name it otherwise"
                 )
             view_table = ViewTable(name, plan.columns)
             view_table.create(conn)

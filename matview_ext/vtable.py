@@ -14,6 +14,7 @@ view table, where its indexes serve them (`_narrows`). SQLite re-checks every co
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,6 +42,10 @@ _OPS = {
 }
 
 
+#: a declared type of plain words and numbers (`VARCHAR(10)`, `DECIMAL(15, 2)`, `DOUBLE PRECISION`)
+_PLAIN_TYPE = re.compile(r"[A-Za-z0-9_ ]*(\([0-9 ,+-]*\))?")
+
+
 class Module:
     """Registered on each matview connection as module ``matview``."""
 
@@ -65,7 +70,10 @@ class Module:
         for c in view.entry.plan.columns:
             # a virtual table's column whose type holds the word HIDDEN is hidden (left out of
             # `*`): such a type is declared as its affinity's name, which compares the same
-            decltype = affinity(c.decltype) if "HIDDEN" in c.decltype.upper().split() else c.decltype
+            # (and a type that is not plain words — a damaged catalog's — as its affinity's name too:
+            # SQLite would refuse to declare the table, and with it open the connection)
+            plain = _PLAIN_TYPE.fullmatch(c.decltype) is not None
+            decltype = affinity(c.decltype) if "HIDDEN" in c.decltype.upper().split() or not plain else c.decltype
             if self._has_collation(c.collation):
                 columns_list.append(f"{quote(c.name)} {decltype} COLLATE {quote(c.collation)}")
                 continue

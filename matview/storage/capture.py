@@ -48,11 +48,12 @@ def delta_columns_sql(table: TableInfo) -> str:
 
 def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
     """Create the delta log, preimage table and triggers of `table` (idempotent)."""
-    reserved = [c.name for c in table.columns if names.is_internal(c.name)]
-    if reserved:  # (the delta log has columns of those names: SQLite would say "duplicate column")
+    own = {names.fold(n) for n in (names.SEQ, names.ROWID, names.WEIGHT)}  # (the delta log's columns)
+    reserved = [c.name for c in table.columns if names.fold(c.name) in own]
+    if reserved:  # (SQLite would say "duplicate column name")
         raise Error(
-            f"table {table.name}: its column {reserved[0]} begins with {names.PREFIX}, which matview keeps "
-            "for its own columns; rename the column to make views over the table"
+            f"table {table.name}: its column {reserved[0]} has a name matview keeps for a column of its "
+            "own; rename the column to make views over the table"
         )
     t = quote(table.name)
     delta, pre = quote(names.delta_table(table.name)), quote(names.preimage_table(table.name))

@@ -30,6 +30,7 @@ from matview.names import fold, quote
 from matview.operators.accumulators import VARIANT_DEPENDENT, result_error_markers_sql
 from matview.plan import OutputColumn, Plan
 from matview.sql.sqltext import depth_walk, splice, tokenize
+from matview.storage.schema import affinity
 
 
 def _no_affinity(column: OutputColumn, ref: str) -> str:
@@ -39,7 +40,7 @@ def _no_affinity(column: OutputColumn, ref: str) -> str:
     affinity away and changes no value. A CAST's column is stored untyped (`storage_type`)
     and has its type's affinity: casting a cast value again changes nothing."""
     if column.is_cast and not column.is_column and column.decltype:
-        return f"CAST({ref} AS {column.decltype})"
+        return f"CAST({ref} AS {affinity(column.decltype)})"  # (a CAST converts by its type's affinity)
     # (a column SQLite types BLOB — a set operation whose arms conflict — has BLOB affinity, as
     # the untyped stored column has)
     return ref if column.is_column or column.is_cast or column.decltype.upper() == "BLOB" else f"+{ref}"
