@@ -216,3 +216,31 @@ def test_names_matview_keeps_for_its_own_columns_are_refused_by_name(tmp_path: P
     conn.execute("INSERT INTO l VALUES (1, 2, 3)")  # (nothing left behind: the table is written as before)
     conn.execute("CREATE MATERIALIZED VIEW w AS SELECT v, count(*) AS n FROM c GROUP BY v")
     assert conn.views()[0].name == "w"
+
+
+def test_a_scalar_subquery_of_a_column_compares_under_that_columns_affinity(tmp_path: Path) -> None:
+    """`(SELECT u.amt FROM u WHERE u.id = c.uid)` has amt's affinity in SQLite: Datasette's text
+    parameter `'6'` equals 6 there. The plain view read its untyped stored column without
+    affinity; such a column is now stored typed (its values passed that type already)."""
+    path = str(tmp_path / "scalar.db")
+    conn = matview.connect(path)
+    conn.execute("CREATE TABLE u(id INTEGER PRIMARY KEY, name TEXT, amt INTEGER, r REAL, n NUMERIC, x)")
+    conn.execute("CREATE TABLE c(id INTEGER PRIMARY KEY, uid INTEGER)")
+    conn.execute(
+        "INSERT INTO u VALUES (1, '5', 5, 2.0, '7', '5'), (2, 'bob', 2.5, 3, 1.0, 5), (3, X'35', 'x', 'y', 'z', X'35')"
+    )
+    conn.execute("INSERT INTO c VALUES (1, 1), (2, 2), (3, 3), (4, 9)")
+    select = (
+        "SELECT c.id, (SELECT u.name FROM u WHERE u.id = c.uid) AS nm, (SELECT amt FROM u WHERE u.id = c.uid) AS a, "
+        "(SELECT r FROM u WHERE u.id = c.uid) AS r, (SELECT n FROM u WHERE u.id = c.uid) AS n, "
+        "(SELECT x FROM u WHERE u.id = c.uid) AS x FROM c"
+    )
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")
+    conn.execute("UPDATE u SET amt = 6 WHERE id = 1")
+    conn.close()
+    stock = sqlite3.connect(path)
+    for where in ["nm = 5", "a = '6'", "a = 6", "r = '3'", "n = '7'", "x = 5", "x = '5'", "a > '1'", "nm IS NULL"]:
+        want = bag(stock.execute(f"SELECT * FROM ({select}) WHERE {where}").fetchall())
+        assert bag(stock.execute(f"SELECT * FROM v WHERE {where}").fetchall()) == want, where
+    assert bag(stock.execute("SELECT * FROM v").fetchall()) == bag(stock.execute(select).fetchall())
+    stock.close()

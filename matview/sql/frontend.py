@@ -41,6 +41,7 @@ from matview.sql.sqltext import (
     split_top_level,
 )
 from matview.sql.subqueries import has_subquery, with_subqueries
+from matview.sql.subquery_columns import scalar_of_a_column
 from matview.sql.subquery_sources import expand_subquery_sources
 from matview.sql.validate import (
     one_statement,
@@ -196,8 +197,10 @@ def build_plan(
             # a plain column has its base column's type (as `read_table` mirrors STRICT tables)
             column.decltype if column is not None else decltype,
             builder.collation_of(item.tokens),
-            # (a materialized view's expression column has no affinity: read as an expression)
-            column is not None and not column.no_affinity,
+            # (a materialized view's expression column has no affinity: read as an expression; a
+            # scalar subquery of a table's column has that column's, and values that passed it)
+            (column is not None and not column.no_affinity)
+            or (column is None and bool(decltype) and scalar_of_a_column(conn, sql, item.tokens)),
             column is None and is_cast(item.tokens),
             builder.value_class(item.tokens),
         )

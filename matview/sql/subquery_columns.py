@@ -8,10 +8,22 @@ from collections.abc import Iterator, Sequence
 import apsw
 from sqlglot.tokens import TokenType
 
+from matview.errors import Error
 from matview.names import fold
-from matview.sql.from_items import FromItem
-from matview.sql.sqltext import Clauses, Span, Token, depth_walk, split_top_level
-from matview.storage.schema import Column, TableInfo, has_one_variant
+from matview.sql.from_items import FromItem, read_from_items
+from matview.sql.sqltext import (
+    Clauses,
+    Span,
+    Token,
+    depth_walk,
+    matching_paren,
+    set_operators,
+    split_alias,
+    split_clauses,
+    split_top_level,
+    tokenize,
+)
+from matview.storage.schema import Column, TableInfo, has_one_variant, table_kind
 from matview.upstream import read_source
 
 
@@ -89,3 +101,31 @@ def reads_table(tokens: tuple[Token, ...], alias: str, names_: set[str]) -> bool
         if fold(token.text) in names_ or fold(token.text) == fold(alias):
             return True
     return False
+
+
+def scalar_of_a_column(conn: apsw.Connection, sql: str, tokens: Sequence[Token]) -> bool:
+    """Whether `tokens` (of `sql`) is a scalar subquery whose one output is a plain column of a
+    base table it reads (`(SELECT u.name FROM users u WHERE u.id = o.uid)`): its values passed
+    that column's affinity, so a view stores them in a column of that type unchanged, and its
+    readers compare them as SQLite compares the subquery (under the column's affinity)."""
+    if len(tokens) < 4 or tokens[0].kind != TokenType.L_PAREN or tokens[1].kind != TokenType.SELECT:
+        return False
+    if matching_paren(list(tokens), 0) != len(tokens) - 1:
+        return False
+    body = sql[tokens[1].start : tokens[-2].end]
+    inner = tokenize(body)
+    if set_operators(inner):
+        return False
+    clauses = split_clauses(body, inner)
+    items = [span for span in split_top_level(body, clauses.select.tokens) if span.tokens]
+    if len(items) != 1 or not clauses.from_.tokens:
+        return False
+    expression = split_alias(items[0].tokens)[0]
+    try:
+        from_items = read_from_items(body, list(clauses.from_.tokens), check=True)
+    except Error:
+        return False
+    if any(item.name is None or table_kind(conn, item.name) != "table" for item in from_items):
+        return False  # (a derived table, a view, a materialized view: its column may be an expression)
+    found = plain_column_of(conn, tuple(expression), from_items)
+    return found is not None and not found[0].materialized
