@@ -161,14 +161,11 @@ def blob_where_arms_conflict(columns: tuple[OutputColumn, ...], decltypes: list[
 
 def _converted_alike(arm_columns: list[OutputColumn]) -> bool:
     """Whether every arm's values in a column already passed the first arm's affinity (each a
-    plain column or a CAST, all of one affinity, BINARY): then the set operation's column is
-    as good as a plain column (`OutputColumn.is_column`) — a view over it reads it as declared."""
+    plain column or a CAST, all of one affinity): then the set operation's column is as good as
+    a plain column (`OutputColumn.is_column`) — stored typed, read as declared, under the
+    collation SQLite gives it (checked by `collations.refuse_other_collations`)."""
     kinds = {affinity(c.decltype) for c in arm_columns}
-    return (
-        len(kinds) == 1
-        and all(c.is_column or c.is_cast for c in arm_columns)
-        and all(c.collation.upper() == "BINARY" for c in arm_columns)
-    )
+    return len(kinds) == 1 and all(c.is_column or c.is_cast for c in arm_columns)
 
 
 def _affinity_class(decltype: str) -> str:

@@ -35,7 +35,7 @@ from matview.sql.sqltext import depth_walk, matching_paren, tokenize
 from matview.sql.validate import one_statement, probe_columns, refuse_nondeterministic
 from matview.storage.catalog import ViewEntry, load_views
 from matview.storage.readable import foreign_temp_objects
-from matview.storage.schema import ROWID_NAMES, TableInfo, read_table, table_kind
+from matview.storage.schema import ROWID_NAMES, TableInfo, affinity, read_table, table_kind
 from matview.upstream import find_entry
 
 #: table-valued functions whose rows are a function of their arguments alone
@@ -115,6 +115,12 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
     columns = []
     for name, decltype, origin in zip(names, decltypes, [*origins, *([None] * len(names))], strict=False):
         columns.append(_output_column(name, decltype, origin, infos, upstreams))
+    # (a set operation inside a plain view, a derived table or a subquery hides its arms from
+    # SQLite's origin of a column: only the SELECT's own top-level arms are looked at)
+    nested = any(t.kind in (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT) for ts in texts[1:] for t in ts)
+    if compound and not nested:
+        kept = _arms_keep_their_types(conn, select, decltypes)
+        columns = [replace(c, is_column=True) if passed else c for c, passed in zip(columns, kept)]
     shown = shown_collations(conn, select, len(columns))
     if len(shown) == len(columns):
         columns = [c if collation is None else replace(c, collation=collation) for c, collation in zip(columns, shown)]
@@ -183,6 +189,37 @@ def cte_names(text: str) -> set[str]:
 def _names_matview_internals(text: str) -> bool:
     name = text.strip("\"'`[] ")
     return is_internal(name) or fold(name) == "pragma_schema_version"
+
+
+def _arms_keep_their_types(conn: apsw.Connection, select: str, decltypes: list[str]) -> list[bool]:
+    """Per column of a set operation `select`: whether every arm's column is a base table's
+    column of the affinity SQLite gives the set operation's column (its declared type): its
+    values passed that affinity, so it is stored typed and read as declared."""
+    tokens = tokenize(select)
+    operations = [
+        (i, d)
+        for i, (t, d) in enumerate(zip(tokens, depth_walk(tokens)))
+        if t.kind in (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT)
+    ]
+    if not operations or any(d for _i, d in operations):
+        return [False] * len(decltypes)
+    cuts = [i for i, _d in operations]
+    starts = [0, *(c + 2 if c + 1 < len(tokens) and tokens[c + 1].kind == TokenType.ALL else c + 1 for c in cuts)]
+    ends = [*cuts, len(tokens)]
+    kept = [bool(d) for d in decltypes]
+    for start, end in zip(starts, ends, strict=True):
+        if start >= end:
+            return [False] * len(decltypes)
+        try:  # (an arm after a WITH, say, is no SELECT of its own: nothing is kept)
+            origins = apsw.ext.query_info(conn, select[tokens[start].start : tokens[end - 1].end]).description_full
+        except apsw.Error:
+            return [False] * len(decltypes)
+        if origins is None or len(origins) != len(decltypes):
+            return [False] * len(decltypes)
+        for i, (origin, decltype) in enumerate(zip(origins, decltypes, strict=True)):
+            base = origin[2] == "main" and bool(origin[3]) and not is_internal(str(origin[3]))
+            kept[i] = kept[i] and base and affinity(str(origin[1] or "")) == affinity(decltype)
+    return kept
 
 
 def _output_column(
