@@ -87,6 +87,13 @@ class OutputColumn:
         values changes nothing, but a CAST(x AS NUMERIC) type would turn 2.0 into 2."""
         return self.decltype if self.is_column else ""
 
+    @property
+    def no_affinity(self) -> bool:
+        """Whether SQLite gives the SELECT's column no affinity: an expression (`count(*)`, `a + 1`)
+        with no declared type — not a column, not a CAST. (A virtual table's column without a type
+        has BLOB affinity instead: its readers read it as `+column`.)"""
+        return not (self.is_column or self.is_cast or self.decltype)
+
 
 @dataclass(frozen=True)
 class AggSpec:

@@ -62,10 +62,7 @@ def upstream_info(conn: apsw.Connection, name: str) -> TableInfo | None:
     entry = find_entry(conn, name)
     if entry is None:
         return None
-    columns = tuple(
-        Column(c.name, c.decltype, c.collation, no_affinity=not (c.is_column or c.is_cast or c.decltype))
-        for c in entry.plan.columns
-    )
+    columns = tuple(Column(c.name, c.decltype, c.collation, no_affinity=c.no_affinity) for c in entry.plan.columns)
     plan = entry.plan
     # an aggregate's rows are its groups': unique when every group key is an output column
     grouped = plan.kind == "aggregate" and all(("group", j) in plan.outputs for j in range(plan.group_count))

@@ -18,6 +18,7 @@ from sqlglot.tokens import TokenType
 
 from matview.names import fold
 from matview.sql.sqltext import Token, depth_walk, matching_paren
+from matview.sql.subquery_columns import column_shaped
 from matview.storage.schema import TableInfo, affinity
 
 #: the outer query's tables a subquery may read columns of: (alias, table)
@@ -48,10 +49,7 @@ def _may_be_numeric(tokens: list[Token], outer: OuterTables) -> bool:
     if tokens[0].text.upper() == "CAST" and whole_call:
         types = [i for i, (t, d) in enumerate(zip(tokens, depth_walk(tokens))) if t.kind == TokenType.ALIAS and d == 1]
         return not types or affinity(" ".join(t.text for t in tokens[types[-1] + 1 : -1])) in _NUMERIC
-    plain = (len(tokens) == 1 or (len(tokens) == 3 and tokens[1].kind == TokenType.DOT)) and all(
-        t.is_name and t.kind != TokenType.STRING for t in tokens[::2]
-    )
-    if not plain or (len(tokens) == 1 and tokens[0].text.upper() == "NULL"):
+    if not column_shaped(tokens) or (len(tokens) == 1 and tokens[0].text.upper() == "NULL"):
         return False  # an expression, a literal, a parameter: no affinity
     name = tokens[-1].text
     candidates = [table for alias, table in outer if len(tokens) == 1 or fold(alias) == fold(tokens[0].text)]

@@ -9,6 +9,8 @@ by its GROUP BY columns where the comparison converts no key value (`grouped_loo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import apsw
 from sqlglot.tokens import TokenType
 
@@ -120,21 +122,39 @@ def grouped_by_looked_up_keys(
         if column is None:
             return False
         wanted[fold(column.name)] = affinity(column.decltype)
+
+    def key_of(tokens: tuple[Token, ...]) -> str | None:
+        column = plain_column(conn, tokens, tables)
+        return fold(column.name) if column is not None else None
+
+    return set(wanted) <= _fixed_keys(body, clauses, wanted, key_of, item.alias, own, outer)
+
+
+def _fixed_keys(
+    body: str,
+    clauses: Clauses,
+    kinds: dict[str, str],
+    key_of: Callable[[tuple[Token, ...]], str | None],
+    alias: str,
+    own: set[str],
+    outer: OuterTables,
+) -> set[str]:
+    """The keys (of `kinds`: key → its affinity) that a WHERE conjunct `key = expr` fixes to one
+    value: `key_of` names the key a side is, expr reads none of the subquery's table (`alias`,
+    its columns `own`) and converts no key value (`comparison_affinity`)."""
     found = set()
     for left, right in equalities(body, clauses.where):
         if any(t.kind == TokenType.COLLATE for t in (*left, *right)):
             continue  # (an explicit collation may merge several BINARY groups)
         for key_side, other in ((left, right), (right, left)):
-            # (the comparison takes the left operand's collation: a NOCASE column there could
-            # match several of the key's BINARY values)
+            # the comparison takes the left operand's collation: with the key on the right, a
+            # column on the left (`c.name = g.tag`, name NOCASE) could match several of its values
             if key_side is right and any(t.is_name and t.kind != TokenType.STRING for t in other):
                 continue
-            column = plain_column(conn, key_side, tables)
-            name = fold(column.name) if column is not None else ""
-            fixed = name in wanted and not reads_table(other, item.alias, own)
-            if fixed and not may_convert_key(wanted[name], other, outer):
-                found.add(name)
-    return set(wanted) <= found
+            key = key_of(key_side)
+            if key in kinds and not reads_table(other, alias, own) and not may_convert_key(kinds[key], other, outer):
+                found.add(key)
+    return found
 
 
 def _kept_integer_key(conn: apsw.Connection, view: TableInfo) -> set[str]:
@@ -194,27 +214,18 @@ def grouped_lookup(
         plain = len(expression) == 1 or (len(expression) == 3 and expression[1].kind == TokenType.DOT)
         if plain and expression[-1].is_name:
             outputs.setdefault(written_name(expression), fold(name.text))
-    wanted = set()
     kinds: dict[str, str] = {}  # per output name: the grouped column's affinity
     terms = split_top_level(derived, inner.group.tokens)
     for term in terms:
         name_ = outputs.get(written_name(term.tokens))  # (`a.k` is not `b.k`: each term its own output)
         column = plain_column(conn, term.tokens, named)
-        if name_ is None or name_ in wanted or column is None:
+        if name_ is None or name_ in kinds or column is None:
             return False
-        wanted.add(name_)
         kinds[name_] = affinity(column.decltype)
-    found = set()
-    for left, right in equalities(body, clauses.where):
-        if any(t.kind == TokenType.COLLATE for t in (*left, *right)):
-            continue  # (an explicit collation may merge several BINARY groups)
-        for key_side, other in ((left, right), (right, left)):
-            # the comparison takes the left operand's collation: with the group column on the
-            # right, a column on the left (`c.name = g.tag`, name NOCASE) could match several groups
-            column_left = key_side is right and any(t.is_name and t.kind != TokenType.STRING for t in other)
-            if column_left:
-                continue
-            looked_up = names_column(key_side, item.alias, wanted) and not reads_table(other, item.alias, shown)
-            if looked_up and not may_convert_key(kinds[fold(key_side[-1].text)], other, outer):
-                found.add(fold(key_side[-1].text))
-    return wanted <= found
+
+    keys = set(kinds)
+
+    def key_of(tokens: tuple[Token, ...]) -> str | None:
+        return fold(tokens[-1].text) if names_column(tokens, item.alias, keys) else None
+
+    return set(kinds) <= _fixed_keys(body, clauses, kinds, key_of, item.alias, shown, outer)

@@ -44,13 +44,18 @@ def plain_column(conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[
     return None if found is None else found[1]
 
 
+def column_shaped(tokens: Sequence[Token]) -> bool:
+    """Whether `tokens` are `name` or `qualifier.name`, each a name (a keyword SQLite takes for a
+    name too), never a string literal, whatever its text."""
+    shaped = len(tokens) == 1 or (len(tokens) == 3 and tokens[1].kind == TokenType.DOT)
+    return shaped and all(t.is_name and t.kind != TokenType.STRING for t in tokens[::2])
+
+
 def plain_column_of(
     conn: apsw.Connection, tokens: tuple[Token, ...], tables: list[FromItem]
 ) -> tuple[TableInfo, Column] | None:
     """The table and column `tokens` names, when it is exactly a column of one of `tables`."""
-    if len(tokens) not in (1, 3) or not all(t.is_name and t.kind != TokenType.STRING for t in tokens[::2]):
-        return None  # (a string literal is no column, whatever its text)
-    if len(tokens) == 3 and tokens[1].kind != TokenType.DOT:
+    if not column_shaped(tokens):
         return None
     name = tokens[-1].text
     candidates = [i for i in tables if len(tokens) == 1 or fold(i.alias) == fold(tokens[0].text)]

@@ -31,7 +31,7 @@ from matview.sql.collations import shown_collations
 from matview.sql.from_clause import FromClause, Occurrence
 from matview.sql.from_items import view_parts
 from matview.sql.inline import plain_view_sql
-from matview.sql.sqltext import depth_walk, matching_paren, tokenize
+from matview.sql.sqltext import SET_OPERATIONS, depth_walk, matching_paren, set_operators, tokenize
 from matview.sql.validate import one_statement, probe_columns, refuse_nondeterministic
 from matview.storage.catalog import ViewEntry, load_views
 from matview.storage.readable import foreign_temp_objects
@@ -117,7 +117,7 @@ def compile_whole(conn: apsw.Connection, sql: str, what: str) -> tuple[Plan, Fro
         columns.append(_output_column(name, decltype, origin, infos, upstreams))
     # (a set operation inside a plain view, a derived table or a subquery hides its arms from
     # SQLite's origin of a column: only the SELECT's own top-level arms are looked at)
-    nested = any(t.kind in (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT) for ts in texts[1:] for t in ts)
+    nested = any(t.kind in SET_OPERATIONS for ts in texts[1:] for t in ts)
     if compound and not nested:
         kept = _arms_keep_their_types(conn, select, decltypes)
         columns = [replace(c, is_column=True) if passed else c for c, passed in zip(columns, kept)]
@@ -196,14 +196,9 @@ def _arms_keep_their_types(conn: apsw.Connection, select: str, decltypes: list[s
     column of the affinity SQLite gives the set operation's column (its declared type): its
     values passed that affinity, so it is stored typed and read as declared."""
     tokens = tokenize(select)
-    operations = [
-        (i, d)
-        for i, (t, d) in enumerate(zip(tokens, depth_walk(tokens)))
-        if t.kind in (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT)
-    ]
-    if not operations or any(d for _i, d in operations):
+    cuts = set_operators(tokens)
+    if not cuts or len(cuts) != sum(t.kind in SET_OPERATIONS for t in tokens):  # (one nested: see above)
         return [False] * len(decltypes)
-    cuts = [i for i, _d in operations]
     starts = [0, *(c + 2 if c + 1 < len(tokens) and tokens[c + 1].kind == TokenType.ALL else c + 1 for c in cuts)]
     ends = [*cuts, len(tokens)]
     kept = [bool(d) for d in decltypes]

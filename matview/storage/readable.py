@@ -294,16 +294,13 @@ def _no_affinity_columns(plan: Plan) -> bool:
     """Whether a column of the view has no affinity in SQLite (an expression: `count(*)`, `a + 1`),
     which a virtual table's column cannot have — one declared without a type has BLOB affinity,
     which compares `1` and a TEXT column's `'1'` as different where SQLite converts."""
-    return any(not (c.is_column or c.is_cast or c.decltype) for c in plan.columns)
+    return any(c.no_affinity for c in plan.columns)
 
 
 def all_rows_view_sql(view: str, plan: Plan) -> str:
     """CREATE VIEW temp.<view> over the virtual table of all its rows, each expression column
     read as `+column` (no affinity, as in the SELECT)."""
-    columns = ", ".join(
-        f"{quote(c.name) if c.is_column or c.is_cast or c.decltype else '+' + quote(c.name)} AS {quote(c.name)}"
-        for c in plan.columns
-    )
+    columns = ", ".join(f"{'+' if c.no_affinity else ''}{quote(c.name)} AS {quote(c.name)}" for c in plan.columns)
     return f"CREATE VIEW temp.{quote(view)} AS {_BODY_MARK}SELECT {columns} FROM temp.{quote(names.all_rows(view))}"
 
 
