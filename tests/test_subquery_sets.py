@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,17 @@ if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))
 
 from oracle import assert_refused, check_write_mix  # noqa: E402
+
+
+def assert_maintained_under_writes(
+    tmp_path: Path, setup: list[str], views: dict[str, str], write: Any, seed: int, steps: int
+) -> None:
+    """`check_write_mix` (every view equals its SELECT after every step, both modes), and every
+    view maintained incrementally, not recomputed whole."""
+    conn, live = check_write_mix(tmp_path, setup, views, write, seed, steps=steps)
+    for view in live:
+        assert "recomputed whole" not in conn.view(view).explain(), view
+
 
 SETUP = [
     "CREATE TABLE c(id INTEGER PRIMARY KEY, k TEXT COLLATE NOCASE, n)",
@@ -78,9 +90,7 @@ def _write(conn: object, rng: random.Random) -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_exists_over_sets_and_ordered_concatenations_are_maintained(tmp_path: Path, seed: int) -> None:
-    conn, live = check_write_mix(tmp_path, SETUP, VIEWS, _write, seed, steps=12)
-    for view in live:
-        assert "recomputed whole" not in conn.view(view).explain(), view
+    assert_maintained_under_writes(tmp_path, SETUP, VIEWS, _write, seed, steps=12)
 
 
 @pytest.mark.parametrize(
@@ -177,9 +187,7 @@ def _keyless_write(conn: object, rng: random.Random) -> None:
 
 @pytest.mark.parametrize("seed", range(5))
 def test_subqueries_over_tables_without_a_key_are_maintained(tmp_path: Path, seed: int) -> None:
-    conn, live = check_write_mix(tmp_path, KEYLESS_SETUP, KEYLESS_VIEWS, _keyless_write, seed, steps=14)
-    for view in live:
-        assert "recomputed whole" not in conn.view(view).explain(), view
+    assert_maintained_under_writes(tmp_path, KEYLESS_SETUP, KEYLESS_VIEWS, _keyless_write, seed, steps=14)
 
 
 GROUPED_SETUP = [
@@ -213,9 +221,7 @@ def _grouped_write(conn: object, rng: random.Random) -> None:
 
 @pytest.mark.parametrize("seed", range(3))
 def test_a_subquery_grouped_by_the_column_its_where_fixes_is_one_row(tmp_path: Path, seed: int) -> None:
-    conn, live = check_write_mix(tmp_path, GROUPED_SETUP, GROUPED_VIEWS, _grouped_write, seed, steps=10)
-    for view in live:
-        assert "recomputed whole" not in conn.view(view).explain(), view
+    assert_maintained_under_writes(tmp_path, GROUPED_SETUP, GROUPED_VIEWS, _grouped_write, seed, steps=10)
 
 
 @pytest.mark.parametrize(
