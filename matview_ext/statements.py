@@ -7,6 +7,7 @@ SQLite unchanged; COMMIT/END/RELEASE are noticed so the connection can fold firs
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -151,10 +152,12 @@ _WRITE_HEAD = re.compile(
 _READS_ANOTHER = re.compile(r"\bselect\b|\bfrom\b|\bin\b(?!\s*\()|;|--|/\*", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=512)
 def plain_write_target(sql: str) -> str | None:
     """The table `sql` writes, where it is one INSERT/REPLACE/UPDATE/DELETE that reads no table
     but that one: no subquery, no `UPDATE … FROM`, no `x IN table`; None otherwise (a word
-    like these inside a string literal only makes this say None, never a target wrongly)."""
+    like these inside a string literal only makes this say None, never a target wrongly).
+    Cached: it runs before every write, mostly of a few statement texts."""
     head = _WRITE_HEAD.match(sql)
     if head is None or _READS_ANOTHER.search(sql, head.end()) is not None:
         return None
