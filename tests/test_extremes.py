@@ -30,9 +30,9 @@ order. Such order-dependent cases are in `test_order_dependent_sums_refused_on_r
 contract is that reading such a view raises `matview.Error` (README, Semantics).
 
 Tests marked xfail stand for a finding still open (F5 invalid UTF-8 text, F6 -0.0 in MIN/MAX,
-F7 exact rounding vs SQLite's compensated sum, F8 the deferred read heuristic, F11 REAL and
-INTEGER -2**63 in one column); each deterministic test's docstring describes its bug. F1-F4
-were fixed and their tests are plain tests now. oracle.bag cannot
+F7 exact rounding vs SQLite's compensated sum, F11 REAL and INTEGER -2**63 in one column;
+F8, the deferred read heuristic, is fixed); each deterministic test's docstring describes its
+bug. F1-F4 were fixed and their tests are plain tests now. oracle.bag cannot
 see the sign of a zero; only the F6 test checks it. On failure a randomized lane prints a
 self-contained replay script. Shrinking is off by default (CI time while lanes are xfail); set
 EXTREMES_SHRINK=1 to shrink a failing example, HYPOTHESIS_PROFILE=long for ~20x more examples.
@@ -911,12 +911,11 @@ def test_f7_sum_rounding_matches_sqlite(tmp_path, values):
     )
 
 
-@pytest.mark.xfail(reason="F8: a read folds every deferred view whose name is a substring of the SQL", strict=False)
 def test_f8_unrelated_read_never_fails_because_of_a_view(tmp_path):
-    """`Connection._fold_deferred_before_read` folds each deferred view whose name occurs
-    anywhere in the statement's text: a view named c is folded by every SELECT ('select'). A
-    fold that cannot run on this connection (here: the view's user function is registered on
-    another connection only; F1 and F5 are others) then breaks reads that never touch the view."""
+    """(F8, fixed.) A read folds each deferred view whose name occurs anywhere in the
+    statement's text (a view named c by every SELECT). A fold that cannot run on this
+    connection (here: the view's user function is registered on another connection only)
+    must not break a read that never touches the view: the view stalls instead."""
     path = str(tmp_path / "db.sqlite")
     conn = matview.connect(path)
     conn.create_scalar_function("twice", lambda x: None if x is None else 2 * x, 1, deterministic=True)
