@@ -36,12 +36,21 @@ from matview.sql.from_items import (
     FromItem,
     in_from_item,
     names_in_from,
-    on_token_runs,
     read_from_items,
     read_with,
     strip_with,
-    text_of,
     view_parts,
+)
+from matview.sql.inline_names import (
+    Column,
+    Item,
+    column_replacements,
+    is_bare,
+    refuse_collated,
+    resolve_leftovers,
+    resolve_unqualified,
+    rewrite,
+    select_list,
 )
 from matview.sql.sqltext import (
     SET_OPERATIONS,
@@ -54,14 +63,13 @@ from matview.sql.sqltext import (
     matching_paren,
     parse_failure,
     parse_sqlite,
-    splice,
     split_clauses,
     split_top_level,
     tokenize,
 )
 from matview.sql.validate import probe_columns
 from matview.storage import catalog
-from matview.storage.schema import ROWID_NAMES, view_sql
+from matview.storage.schema import view_sql
 from matview.upstream import read_source
 
 _MAX_DEPTH = 32  # views and CTEs nested deeper than this are refused (a cycle is refused first)
@@ -79,49 +87,12 @@ class Inlined:
 
 
 @dataclass
-class _Column:
-    name: str
-    text: str  # the expression over the flattened (renamed) base tables
-    collated: bool = False  # its expression has an explicit COLLATE
-
-
-@dataclass
-class _Item:
-    """A FROM item of one SELECT level: a base table, or a derived table already flattened."""
-
-    alias: str
-    columns: list[_Column]
-    rowid: str | None = None  # base tables: the rowid reference
-    hidden: set[str] = field(default_factory=set)  # columns USING/NATURAL merged into a left item
-    sources: list[str] = field(default_factory=list)  # `main."t" AS "alias"` per base occurrence
-    conditions: list[str] = field(default_factory=list)  # its WHERE (before any aggregation)
-    group: list[str] | None = None  # an aggregating derived table: its GROUP BY terms…
-    having: list[str] = field(default_factory=list)  # …and its HAVING conditions
-    what: str = ""  # how messages name it ("CTE c")
-
-    def column(self, name: str) -> _Column | None:
-        lowered = fold(name)
-        return next((c for c in self.columns if fold(c.name) == lowered), None)
-
-
-@dataclass(frozen=True)
-class _Name:
-    """A name in the SELECT that resolves to no column of its level."""
-
-    start: int
-    end: int
-    name: str
-    qualified: bool
-    quoted: bool
-
-
-@dataclass
 class _Level:
     """One SELECT after flattening its FROM."""
 
     distinct: bool
-    columns: list[_Column]
-    items: list[_Item]
+    columns: list[Column]
+    items: list[Item]
     conditions: list[str]
     tail: str = ""  # the top level's own GROUP BY … HAVING … WINDOW …, rewritten
     group: list[str] | None = None  # an aggregating level: GROUP BY terms, rewritten
@@ -224,7 +195,7 @@ class _Inliner:
             if clauses.order:
                 self.ordered.append(context)
         self._refuse_other_subqueries(sql, tokens, clauses)
-        items: list[_Item] = []
+        items: list[Item] = []
         conditions: list[str] = []
         ons: list[Span] = []
         references = read_from_items(sql, list(clauses.from_.tokens), check=True)
@@ -244,12 +215,12 @@ class _Inliner:
                 left_names = {fold(c.name) for i in items for c in i.columns if fold(c.name) not in i.hidden}
                 merged = [c.name for c in item.columns if fold(c.name) in left_names]
             for name in merged:
-                left = self._resolve_unqualified(items, name)
+                left = resolve_unqualified(items, name)
                 right = item.column(name)
                 if left is None or right is None:
                     raise Error(f"cannot join using column {name} - column not present in both tables")
-                self._refuse_collated(left, name)
-                self._refuse_collated(right, name)
+                refuse_collated(left, name)
+                refuse_collated(right, name)
                 conditions.append(f"{left.text} = {right.text}")
                 item.hidden.add(fold(name))
             items.append(item)
@@ -262,18 +233,18 @@ class _Inliner:
             raise UnsupportedQuery(f"matview cannot analyze this SELECT: {parse_failure(exc)}") from None
         if not isinstance(tree, exp.Select):
             raise UnsupportedQuery(f"{context or 'the view'}: matview cannot analyze this SELECT")
-        replacements, unresolved = self._column_replacements(sql, tree, clauses, items)
+        replacements, unresolved = column_replacements(sql, tree, clauses, items)
         select = (clauses.select.tokens[0].start, clauses.select.tokens[-1].end)
         in_select = [u for u in unresolved if select[0] <= u.start < select[1]]
-        self._resolve_leftovers(sql, in_select, {}, replacements)
-        named = self._select_list(sql, tree, clauses, items, replacements)
+        resolve_leftovers(sql, in_select, {}, replacements)
+        named = select_list(sql, tree, clauses, items, replacements)
         # SQLite lets WHERE, ON, GROUP BY and HAVING name a select-list alias (a column wins)
         aliases = {fold(c.name): c.text for c, is_alias in named if is_alias}
-        self._resolve_leftovers(sql, [u for u in unresolved if u not in in_select], aliases, replacements)
+        resolve_leftovers(sql, [u for u in unresolved if u not in in_select], aliases, replacements)
         for on in ons:
-            conditions.append(self._rewrite(sql, on, replacements))
+            conditions.append(rewrite(sql, on, replacements))
         if clauses.where:
-            conditions.append(self._rewrite(sql, clauses.where, replacements))
+            conditions.append(rewrite(sql, clauses.where, replacements))
         columns = [column for column, _ in named]
         distinct = clauses.distinct is not None and clauses.distinct.kind == TokenType.DISTINCT
         aggregated = [item for item in items if item.group is not None]
@@ -293,7 +264,7 @@ class _Inliner:
             tail = ""
             for keyword, span in (("GROUP BY", clauses.group), ("HAVING", clauses.having), ("WINDOW", clauses.window)):
                 if span:
-                    tail += f" {keyword} {self._rewrite(sql, span, replacements)}"
+                    tail += f" {keyword} {rewrite(sql, span, replacements)}"
             if clauses.limit:
                 raise UnsupportedQuery("LIMIT/OFFSET is not supported: a view's rows have no order")
             return _Level(distinct, columns, items, conditions, tail)
@@ -306,10 +277,10 @@ class _Inliner:
                 if not 1 <= position <= len(columns):
                     raise Error(f"GROUP BY term {position} out of range")
                 text = columns[position - 1].text
-                group.append(text if _is_bare(text) else f"({text})")
+                group.append(text if is_bare(text) else f"({text})")
             else:
-                group.append(self._rewrite(sql, span, replacements))
-        having = [self._rewrite(sql, clauses.having, replacements)]
+                group.append(rewrite(sql, span, replacements))
+        having = [rewrite(sql, clauses.having, replacements)]
         return _Level(distinct, columns, items, conditions, group=group, having=having if clauses.having else [])
 
     def _refuse_non_spj(self, clauses: Clauses, context: str) -> None:
@@ -340,7 +311,7 @@ class _Inliner:
             close = matching_paren(tokens, index)
             raise UnsupportedQuery(f"subquery {excerpt(sql[token.start : tokens[close].end])} is not supported yet")
 
-    def _item(self, reference: FromItem, ctes: dict[str, Cte], prefix: str, depth: int) -> _Item:
+    def _item(self, reference: FromItem, ctes: dict[str, Cte], prefix: str, depth: int) -> Item:
         alias = reference.alias
         inner_prefix = f"{prefix}{alias}."
         if reference.body is not None:
@@ -368,9 +339,9 @@ class _Inliner:
             raise UnsupportedQuery(f"FROM {reference.text}: the alias {final} is used twice once inlined")
         self.used_aliases.add(fold(final))
         qualifier = quote(final)
-        columns = [_Column(c.name, f"{qualifier}.{quote(c.name)}") for c in table.columns]
+        columns = [Column(c.name, f"{qualifier}.{quote(c.name)}") for c in table.columns]
         rowid = f"{qualifier}.{table.rowid_name}" if table.has_rowid else None
-        return _Item(alias, columns, rowid, sources=[f"main.{quote(table.name)} AS {qualifier}"])
+        return Item(alias, columns, rowid, sources=[f"main.{quote(table.name)} AS {qualifier}"])
 
     def _sqlite_names(self, body: str, ctes: dict[str, Cte]) -> tuple[str, ...]:
         """The names SQLite gives a derived table's columns (`x`, `x:1` for a repeat, `k` for
@@ -388,13 +359,13 @@ class _Inliner:
             raise UnsupportedQuery(f"matview cannot name the columns of a derived table: {exc}") from None
 
     @staticmethod
-    def _derived(alias: str, level: _Level, names_: tuple[str, ...], what: str) -> _Item:
+    def _derived(alias: str, level: _Level, names_: tuple[str, ...], what: str) -> Item:
         if len(names_) != len(level.columns):
             raise Error(f"{alias} has {len(level.columns)} values for {len(names_)} columns")
-        columns = [_Column(name, c.text, c.collated) for name, c in zip(names_, level.columns)]
+        columns = [Column(name, c.text, c.collated) for name, c in zip(names_, level.columns)]
         sources = [s for item in level.items for s in item.sources]
         conditions = [c for item in level.items for c in item.conditions] + level.conditions
-        return _Item(
+        return Item(
             alias,
             columns,
             None,
@@ -404,161 +375,3 @@ class _Inliner:
             group=level.group,
             having=level.having,
         )
-
-    # -- column references -------------------------------------------------------------
-    @staticmethod
-    def _resolve_unqualified(items: list[_Item], name: str) -> _Column | None:
-        for item in items:
-            if fold(name) in item.hidden:
-                continue
-            found = item.column(name)
-            if found is not None:
-                return found
-        if name.lower() in ROWID_NAMES:
-            if len(items) != 1 or items[0].rowid is None:
-                raise UnsupportedQuery(f"{name} next to a FROM-subquery, CTE or view: qualify it with its table")
-            return _Column(name, items[0].rowid)
-        return None
-
-    @staticmethod
-    def _refuse_collated(column: _Column, written: str) -> None:
-        if column.collated:
-            raise UnsupportedQuery(
-                f"column {written} of a FROM-subquery, CTE or view has a COLLATE clause: inlined, its collation "
-                "would take precedence in comparisons where SQLite's would not; not supported yet"
-            )
-
-    def _column_replacements(
-        self, sql: str, tree: exp.Expression, clauses: Clauses, items: list[_Item]
-    ) -> tuple[dict[int, tuple[int, str, bool]], list[_Name]]:
-        """For each column reference of this level (outside FROM items), keyed by its start
-        offset: (end offset, replacement text, collated); and the names that resolve to no
-        column of this level (select-list aliases, double-quoted strings)."""
-        regions = [s for s in (clauses.select, clauses.where, clauses.group, clauses.having, clauses.window) if s]
-        regions += [Span(sql, tuple(run)) for run in on_token_runs(list(clauses.from_.tokens))]
-        ranges = [(s.tokens[0].start, s.tokens[-1].end) for s in regions]
-        found: dict[int, tuple[int, str, bool]] = {}
-        unresolved: list[_Name] = []
-        for node in tree.find_all(exp.Column):
-            if isinstance(node.this, exp.Star):
-                continue
-            written = (node.args.get("db"), node.args.get("table"), node.this)
-            parts = [p for p in written if isinstance(p, exp.Identifier)]
-            if not parts or "start" not in parts[0].meta:
-                continue
-            if "end" not in parts[-1].meta:
-                raise UnsupportedQuery(f"matview cannot analyze the name {node.name} in this SELECT")
-            start, end = parts[0].meta["start"], parts[-1].meta["end"] + 1
-            if not any(lo <= start < hi for lo, hi in ranges):
-                continue
-            column = self._resolve(items, node)
-            if column is None:
-                unresolved.append(_Name(start, end, node.name, bool(node.table), node.this.quoted))
-                continue
-            found[start] = (end, column.text, column.collated)
-        return found, unresolved
-
-    @staticmethod
-    def _resolve_leftovers(
-        sql: str, names_: list[_Name], aliases: dict[str, str], replacements: dict[int, tuple[int, str, bool]]
-    ) -> None:
-        """A name no column of this level has: a select-list alias becomes its expression; a
-        double-quoted one is a string (SQLite's fallback); anything else is refused — left
-        bare, it could bind to a column of another level once all are in one FROM."""
-        for name in names_:
-            if not name.qualified and fold(name.name) in aliases:
-                replacements[name.start] = (name.end, aliases[fold(name.name)], False)
-            elif not name.qualified and name.quoted:
-                replacements[name.start] = (name.end, "'" + name.name.replace("'", "''") + "'", False)
-            else:
-                raise UnsupportedQuery(
-                    f"matview cannot resolve {sql[name.start : name.end]} once the FROM-subqueries, CTEs and "
-                    "views are inlined"
-                )
-
-    def _resolve(self, items: list[_Item], node: exp.Column) -> _Column | None:
-        qualifier, name = node.table, node.name
-        if not qualifier:
-            return self._resolve_unqualified(items, name)
-        for item in items:
-            if fold(item.alias) == fold(qualifier):
-                found = item.column(name)
-                if found is None and name.lower() in ROWID_NAMES:
-                    if item.rowid is None:
-                        raise UnsupportedQuery(f"{qualifier}.{name}: a FROM-subquery, CTE or view has no rowid")
-                    return _Column(name, item.rowid)
-                return found
-        return None
-
-    def _rewrite(self, sql: str, span: Span, replacements: dict[int, tuple[int, str, bool]]) -> str:
-        if not span:
-            return ""
-        lo, hi = span.tokens[0].start, span.tokens[-1].end
-        edits = []
-        for start, (end, text, collated) in replacements.items():
-            if lo <= start < hi:
-                if collated:
-                    self._refuse_collated(_Column("", "", True), sql[start:end])
-                edits.append((start - lo, end - lo, text if _is_bare(text) else f"({text})"))
-        return splice(sql[lo:hi], edits)
-
-    def _select_list(
-        self,
-        sql: str,
-        tree: exp.Select,
-        clauses: Clauses,
-        items: list[_Item],
-        replacements: dict[int, tuple[int, str, bool]],
-    ) -> list[tuple[_Column, bool]]:
-        """The select list, `*` expanded; each column with whether the user named it (AS)."""
-        spans = split_top_level(sql, clauses.select.tokens)
-        if len(spans) != len(tree.expressions):
-            raise UnsupportedQuery("matview cannot analyze this select list")
-        columns: list[tuple[_Column, bool]] = []
-        for span, node in zip(spans, tree.expressions):
-            toks = span.tokens
-            if isinstance(node, exp.Star):
-                for item in items:
-                    columns += [(_copy(c), False) for c in item.columns if fold(c.name) not in item.hidden]
-                continue
-            if isinstance(node, exp.Column) and isinstance(node.this, exp.Star):
-                matches = [i for i in items if fold(i.alias) == fold(node.table)]
-                if not matches:
-                    raise Error(f"no such table: {node.table}")
-                columns += [(_copy(c), False) for c in matches[0].columns]
-                continue
-            alias = None
-            if isinstance(node, exp.Alias):
-                alias, toks = node.alias, toks[:-1]
-                if toks and toks[-1].kind == TokenType.ALIAS:
-                    toks = toks[:-1]
-            collated = any(t.kind == TokenType.COLLATE for t in toks)
-            text = self._rewrite(sql, Span(sql, toks), replacements)
-            name = alias if alias is not None else _implicit_name(sql, toks, items)
-            columns.append((_Column(name, text, collated), alias is not None))
-        return columns
-
-
-def _copy(column: _Column) -> _Column:
-    return _Column(column.name, column.text, column.collated)
-
-
-def _implicit_name(sql: str, toks: tuple[Token, ...], items: list[_Item]) -> str:
-    """SQLite's name of an unaliased result column: a column's own name, else the text."""
-    if len(toks) == 1 and toks[0].is_name:
-        column = _Inliner._resolve_unqualified(items, toks[0].text)
-        return column.name if column is not None else toks[0].text
-    if len(toks) == 3 and toks[1].kind == TokenType.DOT and toks[2].is_name:
-        for item in items:
-            if fold(item.alias) == fold(toks[0].text):
-                column = item.column(toks[2].text)
-                if column is not None:
-                    return column.name
-        return toks[2].text
-    return text_of(sql, toks)
-
-
-def _is_bare(text: str) -> bool:
-    """A qualified column reference `"a"."b"` needs no parentheses (and keeps being a column)."""
-    toks = tokenize(text)
-    return len(toks) == 3 and toks[1].kind == TokenType.DOT and toks[0].is_name and toks[2].is_name
