@@ -79,6 +79,11 @@ def view_key_index(view: str) -> str:
     return f"{PREFIX}key_{view}"
 
 
+def rowid_guard_index(table: str) -> str:
+    """matview's empty index that keeps `table`'s rowids across VACUUM (`indexes.keep_rowids`)."""
+    return f"{PREFIX}rowids_{table}"
+
+
 def heavy_index(view: str) -> str:
     """The partial index of a view table's rows of weight > 1 (see matview.storage.readable)."""
     return f"{PREFIX}heavy_{view}"

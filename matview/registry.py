@@ -396,6 +396,15 @@ class Registry:
         if entry.plan.root_recompute:
             tables.append(kept_rows_table(entry.name))
         gone = missing_tables(self.conn, tables)
+        guards = [name for name in entry.plan.indexes if name.startswith(names.rowid_guard_index(""))]
+        lost = missing_tables(self.conn, guards, kind="index") if guards else []
+        if lost:
+            table = lost[0][len(names.rowid_guard_index("")) :]
+            return (
+                f"materialized view {entry.name}: matview's index {lost[0]} is gone, which kept the rowids of "
+                f"table {table} (a table without a PRIMARY KEY, whose rows the view knows by rowid) across "
+                f"VACUUM; REFRESH MATERIALIZED VIEW {entry.name} rebuilds the view and the index"
+            )
         if gone == [kept_rows_table(entry.name)] and catalog.file_version(self.conn) < 3:
             return (
                 f"materialized view {entry.name}: the file was written by an older matview and this connection "

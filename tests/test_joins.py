@@ -383,10 +383,8 @@ def test_join_refusals_name_the_construct(tmp_path):
     conn.execute("CREATE TABLE b(k, v)")
     conn.execute("CREATE VIEW pv AS SELECT * FROM a")
     for sql, words in [
-        ("SELECT * FROM a RIGHT JOIN b ON a.k = b.k JOIN a AS c ON c.id = b.v", "RIGHT JOIN"),
         ("SELECT * FROM a FULL OUTER JOIN b USING (k)", "FULL JOIN"),
         ("SELECT * FROM a FULL JOIN b ON a.k = b.k JOIN a c ON c.k = b.k", "FULL JOIN"),
-        ("SELECT * FROM a LEFT JOIN b ON a.k = b.k RIGHT JOIN a AS c ON c.id = b.v", "RIGHT JOIN"),
         ("SELECT * FROM a RIGHT JOIN b USING (k)", "RIGHT JOIN"),
         ("SELECT * FROM a LEFT JOIN (SELECT k, count(*) FROM b GROUP BY k) s ON a.k = s.k", "equal but different"),
         ("SELECT * FROM a LEFT JOIN (SELECT k FROM pv) s ON a.k = s.k", "outer join with a FROM-subquery, CTE or view"),

@@ -30,7 +30,7 @@ from matview.sql.from_clause import FromClause
 from matview.sql.frontend import Compiled
 from matview.storage import catalog
 from matview.storage.scan_order import concat_order_problem, follows_scan_order, query_plan
-from matview.storage.schema import read_table
+from matview.storage.schema import kept_by_rowid, read_table
 
 Probe = tuple[str, str]  # (column, collation)
 
@@ -188,6 +188,7 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
         # a UNION's arm k contributes its own delta terms: its indexes are those it needs alone
         used = [name for arm in compiled.arms for name in with_indexes(conn, arm).indexes]
         return replace(plan, indexes=tuple(dict.fromkeys(used)))
+    plan = keep_rowids(conn, plan, source)
     if not source.is_join:
         return _subquery_indexes(conn, plan)
     probes = probed_columns(compiled.tree, source)
@@ -232,6 +233,25 @@ def with_indexes(conn: apsw.Connection, compiled: Compiled) -> Plan:
                 if name is not None and name not in created:
                     created.append(name)
     return _subquery_indexes(conn, replace(plan, indexes=tuple(created), scans=tuple(dict.fromkeys(remaining))))
+
+
+def keep_rowids(conn: apsw.Connection, plan: Plan, source: FromClause) -> Plan:
+    """A view maintained per row of its root (and of the tables before a RIGHT JOIN's root)
+    knows the rows of such a table without a PRIMARY KEY by rowid (`schema.kept_by_rowid`):
+    each gets matview's empty index (`WHERE 0`: never written, never chosen by a query plan,
+    no column named), which makes VACUUM keep its rowids. Made whatever `indexes = 'off'` says:
+    the view is exact only with it; shared, and dropped with the last view that lists it."""
+    if not plan.root_recompute:
+        return plan
+    made = list(plan.indexes)
+    for occurrence in source.occurrences[: plan.root + 1]:
+        if kept_by_rowid(occurrence.table):
+            table = occurrence.table.name
+            name = names.rowid_guard_index(table)
+            conn.execute(f"CREATE INDEX IF NOT EXISTS main.{quote(name)} ON {quote(table)} ((0)) WHERE 0")
+            if name not in made:
+                made.append(name)
+    return replace(plan, indexes=tuple(made))
 
 
 def _subquery_indexes(conn: apsw.Connection, plan: Plan) -> Plan:

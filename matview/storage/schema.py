@@ -120,9 +120,9 @@ def image_keys(tables: list[TableInfo]) -> tuple[tuple[str, tuple[str, ...], boo
 
 
 def refuse_unstable_identity(table: TableInfo, what: str) -> None:
-    """Views maintained per row (LEFT JOIN chains, subqueries) identify rows by a key that
-    survives VACUUM, which renumbers rowids — without any change a trigger sees — unless they
-    are an INTEGER PRIMARY KEY: that, or a primary key of NOT NULL columns."""
+    """Views maintained per row (LEFT JOIN chains, subqueries) identify rows by a key: an
+    INTEGER PRIMARY KEY or another PRIMARY KEY; or, in a table without one, the rowid
+    (`kept_by_rowid`); a materialized view's rows are their own key where they never repeat."""
     if table.materialized:
         if table.unique_rows:
             return  # its rows are their own key
@@ -135,11 +135,15 @@ def refuse_unstable_identity(table: TableInfo, what: str) -> None:
             f"{what} over materialized view {table.name}, whose rows may repeat, is not supported yet "
             "(it is maintained per row; a grouped or DISTINCT view is)"
         )
-    if table.stable_key is None:
-        raise UnsupportedQuery(
-            f"{what} over table {table.name}, which has no PRIMARY KEY: its rows could only be "
-            "identified by rowid, which VACUUM renumbers; declare a PRIMARY KEY"
-        )
+
+
+def kept_by_rowid(table: TableInfo) -> bool:
+    """Whether a view maintained per row of `table` knows its rows by rowid: a table without a
+    PRIMARY KEY. VACUUM renumbers the rowids of a table without any index (it copies index
+    entries, which hold rowids, as they are), so matview keeps an empty index on such a table
+    while a view needs it (`indexes.keep_rowids`); a rowid that changes otherwise (an UPDATE
+    of rowid, a REPLACE) is a change its triggers see."""
+    return not table.materialized and table.stable_key is None
 
 
 def refuse_view_root(table: TableInfo, what: str) -> None:
