@@ -252,7 +252,9 @@ def fingerprint(db: str) -> str:
         digest.update(str(sql).encode())
     for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall():
         columns = "*" if name != "__dbsp_catalog" else "name, sql, plan, maintenance, base_tables"
-        for row in conn.execute(f'SELECT {columns} FROM "{name}" ORDER BY 1, 2'):
+        width = 5 if columns != "*" else len(conn.execute(f'PRAGMA table_info("{name}")').fetchall())
+        order = ", ".join(str(i) for i in range(1, width + 1))
+        for row in conn.execute(f'SELECT {columns} FROM "{name}" ORDER BY {order}'):
             digest.update(repr(row).encode())
     return digest.hexdigest()
 

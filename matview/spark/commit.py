@@ -21,7 +21,7 @@ import apsw
 
 import matview
 from matview import lifecycle, names
-from matview.db import scalar
+from matview.db import describe, scalar
 from matview.errors import Error
 from matview.names import fold, quote
 from matview.spark.populate import merged_populate
@@ -73,6 +73,17 @@ def attached_count(loads: list[LoadedTable], jobs: list[ViewJob], merged: list[s
 
 
 def commit(db: str, mode: str, loads: list[LoadedTable], jobs: list[ViewJob], merged: list[str]) -> Written:
+    """The write phase: one transaction over the part files (`_write`); SQLite's errors as a
+    matview.Error — the transaction rolled back, nothing written."""
+    try:
+        return _write(db, mode, loads, jobs, merged)
+    except apsw.BusyError:
+        raise Error(f"{db} is locked by another connection (nothing was written): try again") from None
+    except apsw.Error as exc:
+        raise Error(f"the write into {db} failed (nothing was written): {describe(exc)}") from None
+
+
+def _write(db: str, mode: str, loads: list[LoadedTable], jobs: list[ViewJob], merged: list[str]) -> Written:
     if attached_count(loads, jobs, merged) > MAX_ATTACHED:
         raise Error(f"more than {MAX_ATTACHED} part files: use fewer Spark partitions")
     conn = matview.connect(db)
@@ -158,11 +169,20 @@ def _load_table(raw: apsw.Connection, registry: object, mode: str, load: LoadedT
     # column list would give them). A table with generated or hidden columns keeps the list.
     xinfo = list(raw.execute(f"PRAGMA main.table_xinfo({table})"))
     whole = all(r[6] == 0 for r in xinfo) and [fold(str(r[1])) for r in xinfo] == [fold(c) for c in load.columns]
-    for alias in parts:
-        if whole:
-            raw.execute(f"INSERT INTO main.{table} SELECT * FROM {alias}.{table}")
-        else:
-            raw.execute(f"INSERT INTO main.{table} ({cols}) SELECT {cols} FROM {alias}.{table}")
+    try:
+        for alias in parts:
+            if whole:
+                raw.execute(f"INSERT INTO main.{table} SELECT * FROM {alias}.{table}")
+            else:
+                raw.execute(f"INSERT INTO main.{table} ({cols}) SELECT {cols} FROM {alias}.{table}")
+    except apsw.ConstraintError as exc:
+        # each task writes its rows into a part file of its own: a key two parts both hold,
+        # or a NULL INTEGER PRIMARY KEY (numbered in its part), meets the other part's row here
+        raise Error(
+            f"table {load.table}: {describe(exc)} (its source holds the same key twice, or a NULL "
+            "INTEGER PRIMARY KEY, which a load by parts cannot number as a row-by-row INSERT would: "
+            "give every row its key)"
+        ) from None
     if captured:
         install_capture(raw, read_table(raw, load.table))
 

@@ -31,6 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import apsw
+
 import matview
 from matview.errors import Error
 from matview.names import fold, is_internal
@@ -95,6 +97,14 @@ def _jobs(
             name, sql = item
             if fold(name) in existing:
                 raise Error(f"materialized view {name} already exists (name it alone to backfill it)")
+            taken = conn.apsw.execute(
+                "SELECT type FROM main.sqlite_master WHERE name = ? COLLATE NOCASE", (name,)
+            ).fetchone()
+            if taken is not None or fold(name) in {fold(t) for t in loaded}:
+                kind = "table" if taken is None else taken[0]
+                raise Error(f"cannot create materialized view {name}: a {kind} of that name exists")
+            if fold(name) in {fold(n.name) for n in new}:
+                raise Error(f"materialized view {name} is given twice")
             new.append(ViewJob(name, sql.strip().rstrip(";").strip(), existing=False))
     if all_views:
         wanted_existing += [v.name for v in conn.views()]
@@ -178,14 +188,28 @@ def _plan(
     conn = matview.connect(db)
     try:
         raw = conn.apsw
+        try:  # (before any Spark work; the final transaction waits for the lock again)
+            raw.execute("BEGIN IMMEDIATE")
+            raw.execute("ROLLBACK")
+        except apsw.BusyError:
+            raise Error(f"{db} is locked by another connection (nothing was written): try again") from None
         sources: list[Source] = []
         loads: list[LoadedTable] = []
         loaded_ddl: dict[str, str] = {}
+        named: dict[str, str] = {}
         for table, uri in tables.items():
             if is_internal(table) or table.lower().startswith("sqlite_"):
                 raise Error(f"table {table}: a reserved name")
+            if fold(table) in named:  # (SQLite's names ignore case: both would load one table)
+                raise Error(f"table {table} is given twice ({named[fold(table)]} and {table}): one source per table")
+            named[fold(table)] = table
             if any(fold(v.name) == fold(table) for v in conn.views()):
                 raise Error(f"{table} is a materialized view, not a table")
+            other = raw.execute(
+                "SELECT type FROM main.sqlite_master WHERE name = ? COLLATE NOCASE AND type <> 'table'", (table,)
+            ).fetchone()
+            if other is not None:
+                raise Error(f"cannot load table {table}: the file has a {other[0]} of that name")
             source = read_source(spark, table, uri, fmt)
             create_sql = source.create_sql()
             if table_exists(raw, table):

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from matview.spark.sources import Source
 
 #: JVM flags that halve a small session's start (serial GC, C1 JIT only): tests, not heavy jobs
+#: a line naming a raised exception: `module.SomeError: message` (group 2: the message)
+_RAISED = re.compile(r"^([\w.$]*(?:Error|Exception)):\s*(.*)$")
 FAST_START_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
 
@@ -77,9 +80,12 @@ def spark_call(source: Source, run):  # type: ignore[no-untyped-def]
     except Error:
         raise
     except Exception as exc:
-        text = str(exc)
-        lines = [line for line in text.splitlines() if line.strip()]
-        reason = next((line for line in lines if "Error" in line or "Exception" in line), lines[0] if lines else "")
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        # a Python worker's traceback ends in `module.SomeError: message`; a JVM one starts with it
+        raised = [line for line in lines if _RAISED.match(line)]
+        python = [line for line in raised if not line.startswith(("org.", "java.", "py4j."))]
+        reason = (python[-1] if python else raised[0]) if raised else (lines[0] if lines else "")
+        reason = _RAISED.sub(r"\2", reason) if reason.startswith("matview.errors.") else reason
         raise Error(
             f"Spark job over {source.table}={source.uri} failed (nothing was written): {reason[:500]}"
         ) from None

@@ -82,7 +82,9 @@ def read_source(spark: SparkSession, table: str, uri: str, fmt: str | None) -> S
         raise Error(f"format {fmt!r}: one of {', '.join(FORMATS)}")
     reader = spark.read.format(fmt)
     if fmt == "csv":
+        # RFC 4180 (and SQLite's .import): a quote inside a quoted field is written twice
         reader = reader.option("header", "true").option("inferSchema", "false").option("mode", "FAILFAST")
+        reader = reader.option("escape", '"')
     else:
         reader = reader.option("mode", "FAILFAST")
     try:

@@ -26,12 +26,14 @@ import pyarrow as pa
 
 import matview
 from matview import names
+from matview.errors import Error
 from matview.evaluator import Evaluator
-from matview.names import quote
+from matview.names import fold, quote
 from matview.operators.aggregate import GROUPS_OP, Aggregate
 from matview.operators.distinct import DISTINCT_OP, Distinct
 from matview.plan import Plan
 from matview.storage.codec import pack, unpack
+from matview.storage.schema import read_table
 
 #: the rows every load task yields: one "part" row, then the partial states of its views
 LOAD_SCHEMA = pa.schema(
@@ -105,10 +107,18 @@ def load_partition(spec: LoadSpec, batches: Iterator[pa.RecordBatch]) -> Iterato
     conn.execute(spec.create_sql)
     marks = ", ".join("?" for _ in spec.columns)
     insert = f"INSERT INTO {quote(spec.table)} ({', '.join(quote(c) for c in spec.columns)}) VALUES ({marks})"
+    ipk = read_table(conn, spec.table).ipk
+    at = next((i for i, c in enumerate(spec.columns) if ipk is not None and fold(c) == fold(ipk)), None)
     count = 0
     with conn:
         for batch in batches:
             columns = [column.to_pylist() for column in batch.columns]
+            if at is not None and None in columns[at]:
+                # (SQLite numbers it max(rowid) + 1 of the rows before it; a part knows only its own)
+                raise Error(
+                    f"table {spec.table}: column {ipk} is its INTEGER PRIMARY KEY and the source holds NULL "
+                    "there, which a load by parts cannot number as a row-by-row INSERT would: give every row its key"
+                )
             conn.executemany(insert, zip(*columns))
             count += batch.num_rows
     if spec.bucket_keys:

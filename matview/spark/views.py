@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import apsw
 
-from matview.errors import Error
+from matview.errors import Error, UnsupportedQuery
 from matview.names import fold, quote
 from matview.plan import Plan
 from matview.spark.copartition import JoinKey, join_key
@@ -123,11 +123,15 @@ def scratch_schema(target: apsw.Connection, loaded: dict[str, str]) -> apsw.Conn
 def classify(scratch: apsw.Connection, jobs: list[ViewJob], loaded: dict[str, str]) -> None:
     """Compile each view against the loaded schema and decide where it is computed."""
     for job in jobs:
-        if extract_nodes(scratch, job.sql, job.name)[1]:
-            job.reason = "its aggregating derived tables are internal nodes (hidden views over views)"
-            continue
         try:
+            if extract_nodes(scratch, job.sql, job.name)[1]:
+                job.reason = "its aggregating derived tables are internal nodes (hidden views over views)"
+                continue
             compiled = compile_select(scratch, job.sql, True)
+        except UnsupportedQuery as exc:
+            # (the local CREATE recomputes it whole, or refuses it, as it would without Spark)
+            job.reason = f"the incremental engine does not maintain it ({exc})"
+            continue
         except Error as exc:
             if not job.existing and _reads_only_tables(scratch, job.sql):
                 raise Error(f"view {job.name}: {exc}") from None
