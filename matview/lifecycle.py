@@ -28,7 +28,7 @@ from matview.sql.clock import refuse_clock_handed_on
 from matview.sql.frontend import Compiled, compile_select
 from matview.sql.nodes import extract_nodes
 from matview.sql.validate import drop_main_qualifiers, refuse_index_hints, spell_distinct_from
-from matview.sql.whole import compile_whole, whole_construct, whole_construct_inside, whole_tree
+from matview.sql.whole import compile_whole, untracked_reads, whole_construct, whole_construct_inside, whole_tree
 from matview.storage import catalog, readable
 from matview.storage.capture import (
     capture_installed,
@@ -297,6 +297,11 @@ def _compile_incrementally(
         if marker is not None:  # (a tie its owner would read: the owner is recomputed whole instead)
             raise _RefusedOnceCompiled(fallback.HEALED[marker])
     compiled = compile_select(conn, planned, auto_indexes)
+    node_views = [registry.get(node.name) for node in nodes]
+    tables = {fold(t) for t in [*compiled.plan.base_tables, *(t for n in node_views if n for t in n.entry.base_tables)]}
+    missed = untracked_reads(conn, sql, tables, {fold(v) for v in compiled.plan.upstream_views})
+    if missed is not None:
+        raise UnsupportedQuery(missed)
     # (a node over a plain view's body: the view breaks when that plain view is redefined)
     views = tuple(dict([*compiled.plan.plain_views, *(v for n in nodes for v in n.views)]).items())
     plan = replace(compiled.plan, internal_nodes=tuple(n.name for n in nodes), plain_views=views)

@@ -7,6 +7,8 @@ contain quotes, spaces, unicode and keywords, so every name is quoted everywhere
 from __future__ import annotations
 
 PREFIX = "__dbsp_"
+#: matview's index that keeps a key-less table's rowids across VACUUM (`rowid_guard_index`)
+ROWID_GUARD_PREFIX = f"{PREFIX}rowids_"
 #: internal nodes: hidden materialized views a view reads (`matview.sql.nodes`)
 NODE_PREFIX = f"{PREFIX}node_"
 CATALOG = "__dbsp_catalog"
@@ -81,7 +83,7 @@ def view_key_index(view: str) -> str:
 
 def rowid_guard_index(table: str) -> str:
     """matview's empty index that keeps `table`'s rowids across VACUUM (`indexes.keep_rowids`)."""
-    return f"{PREFIX}rowids_{table}"
+    return f"{ROWID_GUARD_PREFIX}{table}"
 
 
 def heavy_index(view: str) -> str:

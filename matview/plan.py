@@ -18,7 +18,11 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-PLAN_FORMAT = 2
+from matview.names import ROWID_GUARD_PREFIX
+
+#: the newest plan format this code reads (3: a plan listing a rowid guard index, which an older
+#: matview, blind to the guard, must refuse to read: `Plan.format`)
+PLAN_FORMAT = 3
 
 #: A SQL template: the user's text never goes through `str.format` (a literal `'{weight}'` or
 #: a JSON string is not a placeholder). Even positions are literal SQL, odd positions name a
@@ -222,6 +226,12 @@ class Plan:
         """The distinct base tables the SELECT reads itself (not through an upstream view)."""
         return [t for t in self.tables if t not in self.upstream_views]
 
+    @property
+    def format(self) -> int:
+        """The plan format it is stored as: 3 where it knows a table's rows by rowid (it lists a
+        rowid guard index), else 2 (older matview reads it)."""
+        return 3 if any(name.startswith(ROWID_GUARD_PREFIX) for name in self.indexes) else 2
+
     def image_key(self, table: str) -> tuple[tuple[str, ...], bool] | None:
         return next(((key, nullable) for name, key, nullable in self.image_keys if name == table), None)
 
@@ -230,7 +240,7 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["format"] = PLAN_FORMAT
+        data["format"] = self.format
         if not data["recompute_never"]:  # (written only when set: older code reads the plan as before)
             del data["recompute_never"]
         for agg in data["aggs"]:  # (written only where not the default: plans older code reads stay as they were)

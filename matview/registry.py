@@ -32,7 +32,7 @@ from matview.storage.capture import (
 )
 from matview.storage.catalog import ViewEntry
 from matview.storage.scan_order import concat_order_problem, variant_order_problem
-from matview.storage.schema import read_table, view_sql
+from matview.storage.schema import lost_rowid_guard, read_table, view_sql
 from matview.storage.viewstore import ViewTable
 from matview.zset import ZSet
 
@@ -396,14 +396,12 @@ class Registry:
         if entry.plan.root_recompute:
             tables.append(kept_rows_table(entry.name))
         gone = missing_tables(self.conn, tables)
-        guards = [name for name in entry.plan.indexes if name.startswith(names.rowid_guard_index(""))]
-        lost = missing_tables(self.conn, guards, kind="index") if guards else []
+        lost = lost_rowid_guard(self.conn, entry.plan.indexes)
         if lost:
-            table = lost[0][len(names.rowid_guard_index("")) :]
             return (
-                f"materialized view {entry.name}: matview's index {lost[0]} is gone, which kept the rowids of "
-                f"table {table} (a table without a PRIMARY KEY, whose rows the view knows by rowid) across "
-                f"VACUUM; REFRESH MATERIALIZED VIEW {entry.name} rebuilds the view and the index"
+                f"materialized view {entry.name}: matview's index {lost} is gone, which kept the rowids of "
+                f"table {lost[len(names.ROWID_GUARD_PREFIX) :]} (a table without a PRIMARY KEY, whose rows the "
+                f"view knows by rowid) across VACUUM; REFRESH MATERIALIZED VIEW {entry.name} rebuilds the view"
             )
         if gone == [kept_rows_table(entry.name)] and catalog.file_version(self.conn) < 3:
             return (

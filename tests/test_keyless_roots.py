@@ -171,3 +171,66 @@ def test_rowids_after_a_vacuum_are_the_rows_the_view_knows(tmp_path: Path, vacuu
     conn.execute("UPDATE o SET amount = amount + 1 WHERE cust = 5")
     assert_views_match(conn, {"v": select})
     conn.close()
+
+
+def _stock_script(path: Path, *statements: str) -> None:
+    """Each statement in a transaction of its own (VACUUM runs outside one), by a stock client."""
+    for sql in statements:
+        assert not stock_sqlite3(path, [sql])["errors"]
+
+
+SELECT_EXISTS = "SELECT x FROM o WHERE EXISTS (SELECT 1 FROM l WHERE l.k = o.x)"
+
+
+def _guarded_file(path: Path, options: str = "") -> Any:
+    conn = matview.connect(str(path))
+    conn.execute("CREATE TABLE o(x)")
+    conn.execute("CREATE TABLE l(k)")
+    conn.execute("INSERT INTO l VALUES (1), (2), (3), (4)")
+    conn.execute("INSERT INTO o VALUES (1), (2), (3), (4)")
+    conn.execute(f"CREATE MATERIALIZED VIEW v {options} AS {SELECT_EXISTS}")
+    return conn
+
+
+@pytest.mark.parametrize("maintenance", ["immediate", "deferred"])
+def test_a_view_that_lost_its_rowid_index_stays_broken_when_another_view_brings_it_back(
+    tmp_path: Path, maintenance: str
+) -> None:
+    """Hunt 44: another client dropped the index and VACUUMed (rowids 2, 4 became 1, 2); a new
+    view over the table made the index again — the first view read wrong rows as if nothing
+    had happened. It stays broken until its own REFRESH."""
+    path = tmp_path / "db.sqlite"
+    conn = _guarded_file(path, f"WITH (indexes = 'off', maintenance = '{maintenance}')")
+    conn.execute("DELETE FROM o WHERE x IN (1, 3)")
+    conn.close()
+    _stock_script(path, "DROP INDEX __dbsp_rowids_o", "VACUUM")
+    conn = matview.connect(str(path))
+    conn.execute("CREATE MATERIALIZED VIEW w WITH (indexes = 'off') AS SELECT x FROM o WHERE x IN (SELECT k FROM l)")
+    conn.execute("DELETE FROM l WHERE k = 4")
+    with pytest.raises(matview.Error, match="REFRESH MATERIALIZED VIEW v"):
+        conn.execute("SELECT * FROM v").fetchall()
+    assert_views_match(conn, {"w": "SELECT x FROM o WHERE x IN (SELECT k FROM l)"})
+    conn.execute("REFRESH MATERIALIZED VIEW v")
+    conn.execute("DELETE FROM l WHERE k = 2")
+    assert_views_match(conn, {"v": SELECT_EXISTS})
+    conn.close()
+
+
+def test_a_table_renamed_away_takes_its_rowid_index_and_refresh_makes_one_for_the_new_table(tmp_path: Path) -> None:
+    """Hunt 44: RENAME carries the index to the old table; REFRESH of the view over a new
+    table of the name found the index name taken and made none — a later VACUUM renumbered the
+    new table's rowids under the view."""
+    path = tmp_path / "db.sqlite"
+    _guarded_file(path).close()
+    _stock_script(path, "ALTER TABLE o RENAME TO o_old", "CREATE TABLE o(x)", "INSERT INTO o VALUES (1), (2), (3), (4)")
+    conn = matview.connect(str(path))
+    conn.execute("REFRESH MATERIALIZED VIEW v")
+    on = dict(conn.execute("SELECT name, tbl_name FROM sqlite_master WHERE name = '__dbsp_rowids_o'").fetchall())
+    assert on == {"__dbsp_rowids_o": "o"}
+    conn.execute("DELETE FROM o WHERE x IN (1, 3)")
+    conn.close()
+    _stock_script(path, "VACUUM")
+    conn = matview.connect(str(path))
+    conn.execute("DELETE FROM l WHERE k = 4")
+    assert_views_match(conn, {"v": SELECT_EXISTS})
+    conn.close()

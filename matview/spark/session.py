@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 
     from matview.spark.sources import Source
 
-#: JVM flags that halve a small session's start (serial GC, C1 JIT only): tests, not heavy jobs
 #: a line naming a raised exception: `module.SomeError: message` (group 2: the message)
 _RAISED = re.compile(r"^([\w.$]*(?:Error|Exception)):\s*(.*)$")
+#: JVM flags that halve a small session's start (serial GC, C1 JIT only): tests, not heavy jobs
 FAST_START_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
 
@@ -80,12 +80,17 @@ def spark_call(source: Source, run):  # type: ignore[no-untyped-def]
     except Error:
         raise
     except Exception as exc:
-        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-        # a Python worker's traceback ends in `module.SomeError: message`; a JVM one starts with it
-        raised = [line for line in lines if _RAISED.match(line)]
-        python = [line for line in raised if not line.startswith(("org.", "java.", "py4j."))]
-        reason = (python[-1] if python else raised[0]) if raised else (lines[0] if lines else "")
-        reason = _RAISED.sub(r"\2", reason) if reason.startswith("matview.errors.") else reason
         raise Error(
-            f"Spark job over {source.table}={source.uri} failed (nothing was written): {reason[:500]}"
+            f"Spark job over {source.table}={source.uri} failed (nothing was written): {spark_failure(exc)}"
         ) from None
+
+
+def spark_failure(exc: BaseException) -> str:
+    """What a Spark failure says, in a line: the exception a Python worker raised (the last
+    line of its traceback), else the first a JVM stack names — not Py4J's wrapper line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    raised = [line for line in lines if _RAISED.match(line)]
+    python = [line for line in raised if not line.startswith(("org.", "java.", "py4j."))]
+    reason = (python[-1] if python else raised[0]) if raised else (lines[0] if lines else type(exc).__name__)
+    reason = _RAISED.sub(r"\2", reason) if reason.startswith("matview.errors.") else reason
+    return reason[:500]

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from matview.errors import Error
 from matview.names import fold, quote
+from matview.spark.session import spark_failure
 from matview.storage.schema import affinity
 
 if TYPE_CHECKING:
@@ -70,11 +71,6 @@ def guess_format(uri: str) -> str:
     raise Error(f"source {uri}: cannot tell its format from its name; pass --format parquet|csv|json")
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
 def read_source(spark: SparkSession, table: str, uri: str, fmt: str | None) -> Source:
     """Spark's reader over `uri`, its columns converted per the mapping above."""
     fmt = fmt or guess_format(uri)
@@ -87,11 +83,13 @@ def read_source(spark: SparkSession, table: str, uri: str, fmt: str | None) -> S
         reader = reader.option("escape", '"')
     else:
         reader = reader.option("mode", "FAILFAST")
+    if fmt == "parquet":  # files of one glob with other columns: their union (a column a file lacks is NULL there)
+        reader = reader.option("mergeSchema", "true")
     try:
         frame = reader.load(uri)
         schema = frame.schema
     except Exception as exc:  # pyspark's AnalysisException & co.: a missing path, an unreadable file
-        raise Error(f"source {table}={uri}: Spark cannot read it as {fmt}: {_describe(exc)}") from None
+        raise Error(f"source {table}={uri}: Spark cannot read it as {fmt}: {spark_failure(exc)}") from None
     if not schema.fields:
         raise Error(f"source {table}={uri}: no columns")
     columns: list[SourceColumn] = []
@@ -138,18 +136,21 @@ def _convert(table: str, uri: str, name: str, data_type: object, fmt: str) -> tu
 
 
 def check_existing(source: Source, declared: list[tuple[str, str]]) -> None:
-    """An existing table must have the source's columns, in order, with the same affinity
-    (CSV sources: the same names; their values go through the table's affinity)."""
+    """An existing table must have the source's columns, in any order (a JSON source's come
+    sorted by name; rows are written by column name), with the same affinity (CSV sources: the
+    same names; their values go through the table's affinity)."""
     want = [c.name for c in source.columns]
     have = [name for name, _ in declared]
-    if [fold(n) for n in want] != [fold(n) for n in have]:
+    if sorted(fold(n) for n in want) != sorted(fold(n) for n in have):
         raise Error(
             f"table {source.table} exists with columns ({', '.join(have)}) but source {source.uri} has "
             f"({', '.join(want)}): nothing was written"
         )
     if source.format == "csv":
         return
-    for column, (name, decltype) in zip(source.columns, declared, strict=True):
+    types = {fold(name): decltype for name, decltype in declared}
+    for column in source.columns:
+        name, decltype = column.name, types[fold(column.name)]
         if column.decltype and affinity(column.decltype) != affinity(decltype):
             raise Error(
                 f"table {source.table}: column {name} is declared {decltype or 'without a type'} "

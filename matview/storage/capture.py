@@ -211,13 +211,13 @@ def remove_capture(conn: apsw.Connection, table: str) -> None:
     conn.execute(f"DROP TABLE IF EXISTS {quote(names.preimage_table(table))}")
 
 
-def missing_tables(conn: apsw.Connection, wanted: list[str], kind: str = "table") -> list[str]:
-    """Those of `wanted` (matview's tables, or indexes) that are not in main (a damaged file)."""
+def missing_tables(conn: apsw.Connection, wanted: list[str]) -> list[str]:
+    """Those of `wanted` (matview's tables) that are not in main (a damaged file)."""
     marks = ", ".join("?" * len(wanted))
     found = {
         names.fold(str(name))
         for (name,) in conn.execute(
-            f"SELECT name FROM main.sqlite_master WHERE type = ? AND name COLLATE NOCASE IN ({marks})", [kind, *wanted]
+            f"SELECT name FROM main.sqlite_master WHERE type = 'table' AND name COLLATE NOCASE IN ({marks})", wanted
         )
     }
     return [name for name in wanted if names.fold(name) not in found]

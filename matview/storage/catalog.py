@@ -235,7 +235,7 @@ def save_view(conn: apsw.Connection, entry: ViewEntry) -> None:
             entry.name,
             entry.sql,
             pack(entry.plan.to_dict()),
-            PLAN_FORMAT,
+            entry.plan.format,
             entry.maintenance,
             pack(entry.base_tables),
             now,
@@ -248,7 +248,7 @@ def update_plan(conn: apsw.Connection, name: str, plan: Plan) -> None:
     """Store a recompiled plan (REFRESH) and the time of the refresh."""
     conn.execute(
         f"UPDATE {quote(names.CATALOG)} SET plan = ?, format = ?, refreshed_at = ? WHERE name = ?",
-        (pack(plan.to_dict()), PLAN_FORMAT, _now(), name),
+        (pack(plan.to_dict()), plan.format, _now(), name),
     )
 
 

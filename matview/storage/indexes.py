@@ -246,12 +246,35 @@ def keep_rowids(conn: apsw.Connection, plan: Plan, source: FromClause) -> Plan:
     made = list(plan.indexes)
     for occurrence in source.occurrences[: plan.root + 1]:
         if kept_by_rowid(occurrence.table):
-            table = occurrence.table.name
-            name = names.rowid_guard_index(table)
-            conn.execute(f"CREATE INDEX IF NOT EXISTS main.{quote(name)} ON {quote(table)} ((0)) WHERE 0")
+            name = guard_rowids(conn, occurrence.table.name)
             if name not in made:
                 made.append(name)
     return replace(plan, indexes=tuple(made))
+
+
+def guard_rowids(conn: apsw.Connection, table: str) -> str:
+    """The name of matview's index keeping `table`'s rowids, made where it is missing. An index
+    of that name on another table (this one was renamed away, another made under its name) is
+    replaced. Views that listed it while it was gone may have lost their rowids to a VACUUM
+    meanwhile: they stay broken until their own REFRESH (`Registry._validate` saw them broken
+    until now; the index made here would hide it)."""
+    name = names.rowid_guard_index(table)
+    found = conn.execute(
+        "SELECT tbl_name FROM main.sqlite_master WHERE type = 'index' AND name = ? COLLATE NOCASE", (name,)
+    ).fetchone()
+    if found is not None and fold(str(found[0])) == fold(table):
+        return name
+    if found is not None:
+        conn.execute(f"DROP INDEX main.{quote(name)}")
+    for entry in catalog.load_views(conn).values():
+        if name in entry.plan.indexes and not entry.plan.needs_refresh:
+            reason = (
+                f"materialized view {entry.name}: matview's index {name}, which kept the rowids of table "
+                f"{table} across VACUUM, was gone; REFRESH MATERIALIZED VIEW {entry.name} rebuilds the view"
+            )
+            catalog.update_plan(conn, entry.name, replace(entry.plan, needs_refresh=reason))
+    conn.execute(f"CREATE INDEX main.{quote(name)} ON {quote(table)} ((0)) WHERE 0")
+    return name
 
 
 def _subquery_indexes(conn: apsw.Connection, plan: Plan) -> Plan:

@@ -10,7 +10,7 @@ from sqlglot.tokens import TokenType
 
 from matview.db import scalar
 from matview.errors import Error, UnsupportedQuery
-from matview.names import fold, is_internal, is_node, quote
+from matview.names import ROWID_GUARD_PREFIX, fold, is_internal, is_node, quote
 from matview.sql.sqltext import matching_paren, tokenize
 
 
@@ -144,6 +144,19 @@ def kept_by_rowid(table: TableInfo) -> bool:
     while a view needs it (`indexes.keep_rowids`); a rowid that changes otherwise (an UPDATE
     of rowid, a REPLACE) is a change its triggers see."""
     return not table.materialized and table.stable_key is None
+
+
+def lost_rowid_guard(conn: apsw.Connection, indexes: tuple[str, ...]) -> str | None:
+    """The first rowid guard index of `indexes` (a plan's) (`indexes.guard_rowids`) that is not in main on
+    its own table: dropped, or carried away by a RENAME of the table; None when all are there."""
+    for name in indexes:
+        if name.startswith(ROWID_GUARD_PREFIX):
+            found = conn.execute(
+                "SELECT tbl_name FROM main.sqlite_master WHERE type = 'index' AND name = ? COLLATE NOCASE", (name,)
+            ).fetchone()
+            if found is None or fold(str(found[0])) != fold(name[len(ROWID_GUARD_PREFIX) :]):
+                return name
+    return None
 
 
 def refuse_view_root(table: TableInfo, what: str) -> None:
