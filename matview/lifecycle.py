@@ -299,7 +299,8 @@ def _compile_incrementally(
     compiled = compile_select(conn, planned, auto_indexes)
     node_views = [registry.get(node.name) for node in nodes]
     tables = {fold(t) for t in [*compiled.plan.base_tables, *(t for n in node_views if n for t in n.entry.base_tables)]}
-    missed = untracked_reads(conn, sql, tables, {fold(v) for v in compiled.plan.upstream_views})
+    read = [*compiled.plan.upstream_views, *(v for n in node_views if n for v in n.entry.plan.upstream_views)]
+    missed = untracked_reads(conn, sql, tables, {fold(v) for v in read})
     if missed is not None:
         raise UnsupportedQuery(missed)
     # (a node over a plain view's body: the view breaks when that plain view is redefined)
@@ -539,7 +540,8 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View, populate: Po
             entry.maintenance,
             entry.plan.auto_indexes,
             create_nodes=False,
-            # (recomputed whole, or incremental, as it was made)
+            # (recomputed whole, or incremental, as it was made; never whole under recompute = 'never')
+            whole=not entry.plan.recompute_never,
             whole_reason=(entry.plan.whole_reason or "recomputed whole") if entry.plan.whole else None,
             cheaper_whole=False,
         ),

@@ -88,7 +88,8 @@ def spark_call(source: Source, run):  # type: ignore[no-untyped-def]
 def spark_failure(exc: BaseException) -> str:
     """What a Spark failure says, in a line: the exception a Python worker raised (the last
     line of its traceback), else the first a JVM stack names — not Py4J's wrapper line."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    # (Py4J writes a JVM exception's line as ": org.apache…Exception: …")
+    lines = [line.strip().lstrip(":").strip() for line in str(exc).splitlines() if line.strip()]
     raised = [line for line in lines if _RAISED.match(line)]
     python = [line for line in raised if not line.startswith(("org.", "java.", "py4j."))]
     reason = (python[-1] if python else raised[0]) if raised else (lines[0] if lines else type(exc).__name__)

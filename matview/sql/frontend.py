@@ -48,6 +48,7 @@ from matview.sql.validate import (
     parse_select,
     probe_columns,
     refuse_collated_membership,
+    refuse_in_table_names,
     refuse_nondeterministic,
     refuse_unstable_rowid,
     refuse_unsupported,
@@ -73,6 +74,7 @@ def compile_select(conn: apsw.Connection, sql: str, auto_indexes: bool = True) -
     """Compile the defining SELECT of a view, or raise `Error` / `UnsupportedQuery`."""
     sql, tokens = one_statement(sql)
     names, decltypes = probe_columns(conn, sql)
+    refuse_in_table_names(tokens)
     refuse_collated_membership(sql)
     compound = split_arms(sql, tokens) if tokens[0].kind == TokenType.SELECT else None
     if compound is not None:

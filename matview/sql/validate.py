@@ -6,6 +6,7 @@ or `UnsupportedQuery` (naming the construct); `frontend.compile_select` runs the
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import Any
 
 import apsw
@@ -63,6 +64,19 @@ def refuse_index_hints(sql: str) -> None:
             hint = "NOT INDEXED"
         if hint is not None:
             raise UnsupportedQuery(f"{hint} (an index hint) is not supported in a materialized view")
+
+
+def refuse_in_table_names(tokens: list[Token]) -> None:
+    """SQLite's `x IN t` — a table, view or CTE name after IN (or a table-valued function),
+    shorthand for `x IN (SELECT * FROM t)` — reads `t` with no subquery in the text, where the
+    passes that follow would not see it (hunt 42: a change of `t` never reached the view). With
+    the fallback on, the view is recomputed whole: its SELECT as written."""
+    for before, after in itertools.pairwise(tokens):
+        if before.kind == TokenType.IN and after.is_name:
+            raise UnsupportedQuery(
+                f"`IN {after.text}`: a table name after IN (SQLite's shorthand for IN (SELECT * FROM "
+                f"{after.text})) is not maintained; write the subquery"
+            )
 
 
 def refuse_collated_membership(sql: str) -> None:
