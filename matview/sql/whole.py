@@ -15,7 +15,6 @@ prepares the statement: through views, CTEs and subqueries alike.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
 from typing import Any
 
@@ -245,19 +244,14 @@ def whole_tree() -> exp.Select:
 
 def untracked_reads(conn: apsw.Connection, select: str, tables: set[str], views: set[str]) -> str | None:
     """What `select` reads, as SQLite's authorizer reports it, that an incremental plan reading
-    base tables `tables` and materialized views `views` (folded names) does not follow — a
-    safety net under the front end, which reads the text: SQLite's `x IN t` (a table name after
-    IN) reads `t` with no subquery to see. None when it follows everything."""
+    base tables `tables` and materialized views `views` (folded names) does not follow: a
+    safety net under the front end, which reads the text (SQLite's `x IN t` reads `t` with no
+    subquery to see: `validate.refuse_in_table_names`). None when it follows everything."""
     read, _plain, materialized = _read_objects(conn, select, "the view")
     missed = [t for t in read if fold(t) not in tables] + [v for v in materialized if fold(v) not in views]
     if not missed:
         return None
-    after_in = any(
-        a.kind == TokenType.IN and b.is_name and fold(b.text.strip('"`[]')) == fold(missed[0])
-        for a, b in itertools.pairwise(tokenize(select))
-    )
-    how = f" (`… IN {missed[0]}`: a table name after IN, SQLite's shorthand for IN (SELECT * FROM {missed[0]}))"
-    return f"the SELECT reads {missed[0]} where matview's delta rules would not see it{how if after_in else ''}"
+    return f"the SELECT reads {missed[0]} where matview's delta rules would not see a change of it"
 
 
 def _resolve_unnamed_database(

@@ -30,7 +30,7 @@ from matview.sql.from_clause import FromClause
 from matview.sql.frontend import Compiled
 from matview.storage import catalog
 from matview.storage.scan_order import concat_order_problem, follows_scan_order, query_plan
-from matview.storage.schema import kept_by_rowid, read_table
+from matview.storage.schema import index_table, kept_by_rowid, read_table
 
 Probe = tuple[str, str]  # (column, collation)
 
@@ -259,12 +259,10 @@ def guard_rowids(conn: apsw.Connection, table: str) -> str:
     meanwhile: they stay broken until their own REFRESH (`Registry._validate` saw them broken
     until now; the index made here would hide it)."""
     name = names.rowid_guard_index(table)
-    found = conn.execute(
-        "SELECT tbl_name FROM main.sqlite_master WHERE type = 'index' AND name = ? COLLATE NOCASE", (name,)
-    ).fetchone()
-    if found is not None and fold(str(found[0])) == fold(table):
+    on = index_table(conn, name)
+    if on is not None and fold(on) == fold(table):
         return name
-    if found is not None:
+    if on is not None:
         conn.execute(f"DROP INDEX main.{quote(name)}")
     for entry in catalog.load_views(conn).values():
         if name in entry.plan.indexes and not entry.plan.needs_refresh:

@@ -146,15 +146,21 @@ def kept_by_rowid(table: TableInfo) -> bool:
     return not table.materialized and table.stable_key is None
 
 
+def index_table(conn: apsw.Connection, index: str) -> str | None:
+    """The table index `index` of main is on; None when there is no such index."""
+    found = conn.execute(
+        "SELECT tbl_name FROM main.sqlite_master WHERE type = 'index' AND name = ? COLLATE NOCASE", (index,)
+    ).fetchone()
+    return None if found is None else str(found[0])
+
+
 def lost_rowid_guard(conn: apsw.Connection, indexes: tuple[str, ...]) -> str | None:
-    """The first rowid guard index of `indexes` (a plan's) (`indexes.guard_rowids`) that is not in main on
-    its own table: dropped, or carried away by a RENAME of the table; None when all are there."""
+    """The first of a plan's `indexes` that is a rowid guard (`indexes.guard_rowids`) and not in
+    main on its own table — dropped, or carried away by a RENAME of the table; None if none is."""
     for name in indexes:
         if name.startswith(ROWID_GUARD_PREFIX):
-            found = conn.execute(
-                "SELECT tbl_name FROM main.sqlite_master WHERE type = 'index' AND name = ? COLLATE NOCASE", (name,)
-            ).fetchone()
-            if found is None or fold(str(found[0])) != fold(name[len(ROWID_GUARD_PREFIX) :]):
+            table = index_table(conn, name)
+            if table is None or fold(table) != fold(name[len(ROWID_GUARD_PREFIX) :]):
                 return name
     return None
 
