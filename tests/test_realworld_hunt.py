@@ -460,6 +460,8 @@ APP_QUERIES = {
     "q22": "SELECT cntrycode, count(*) FROM (SELECT substr(name, 1, 1) AS cntrycode FROM users WHERE score > (SELECT avg(score) FROM users WHERE score > 0) AND NOT EXISTS (SELECT * FROM posts WHERE user_id = users.id)) AS custsale GROUP BY cntrycode",
     "avg_of_text": "SELECT id FROM users WHERE score > (SELECT avg(title) FROM posts)",
     "no_posts": "SELECT id, name FROM users WHERE NOT EXISTS (SELECT 1 FROM posts WHERE user_id = users.id)",
+    # a lookup by every column of a composite PRIMARY KEY: one row at most (`single_row.unique_key_lookup`)
+    "composite_key_lookup": "SELECT id, (SELECT tag_id FROM post_tags WHERE post_id = posts.id AND tag_id = 1) FROM posts",
     "no_posts_notin": "SELECT id FROM users u WHERE id NOT IN (SELECT user_id FROM posts)",
     "inner_id_binds_inside": "SELECT id FROM users WHERE EXISTS (SELECT 1 FROM posts WHERE user_id = id)",
     "latest_comment": "SELECT p.id, c.body FROM posts p JOIN comments c ON c.post_id = p.id WHERE c.id = (SELECT max(id) FROM comments WHERE post_id = p.id)",
@@ -515,8 +517,6 @@ REFUSED = [
     "SELECT id, (SELECT title FROM posts WHERE user_id = users.id) FROM users",
     # a nested lookup by max(id) (conservative: `id` there is read as the lookup table's own)
     "SELECT p.id, (SELECT title FROM posts WHERE id = (SELECT max(id) FROM posts p2 WHERE p2.user_id = p.user_id)) FROM posts p",
-    # composite-key lookup (at most one row, but not recognised as a lookup)
-    "SELECT id, (SELECT tag_id FROM post_tags WHERE post_id = posts.id AND tag_id = 1) FROM posts",
     "SELECT u.id FROM users u RIGHT JOIN posts p ON p.user_id = u.id WHERE EXISTS (SELECT 1 FROM tags WHERE tags.id = p.id)",
 ]
 

@@ -33,6 +33,7 @@ from matview.sql.sqltext import (
     split_top_level,
     tokenize,
 )
+from matview.sql.subquery_columns import equalities
 from matview.sql.value_classes import one_class
 from matview.storage.schema import Column, unique_key_columns
 
@@ -383,12 +384,5 @@ def _same_with(candidate: str, column: str, term: str, original: str) -> bool:
 
 
 def _equalities(span: Span) -> list[tuple[tuple[Token, ...], tuple[Token, ...]]]:
-    """The two sides of each top-level `a = b` conjunct of a condition (no OR at its top)."""
-    found = []
-    for conjunct in split_top_level(span.sql, span.tokens, TokenType.AND):
-        toks = conjunct.tokens
-        depths = depth_walk(toks)
-        equals = [i for i, (t, d) in enumerate(zip(toks, depths)) if d == 0 and t.kind == TokenType.EQ]
-        if len(equals) == 1 and not any(d == 0 and t.kind == TokenType.OR for t, d in zip(toks, depths)):
-            found.append((tuple(toks[: equals[0]]), tuple(toks[equals[0] + 1 :])))
-    return found
+    """The two sides of each top-level `a = b` conjunct of a condition (`subquery_columns.equalities`)."""
+    return list(equalities(span.sql, span))

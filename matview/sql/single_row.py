@@ -1,7 +1,8 @@
 """Whether a subquery returns at most one row, or its rows in an order without ties: where
 SQLite's choice of a scalar subquery's first row (or of a LIMIT's rows) is no choice at all.
 
-At most one row: a lookup by INTEGER PRIMARY KEY (`unique_lookup`), of a grouped derived table
+At most one row: a lookup by INTEGER PRIMARY KEY or every column of a UNIQUE key
+(`unique_lookup`), of a grouped derived table
 by its GROUP BY columns where the comparison converts no key value (`grouped_lookup`,
 `comparison_affinity`), a derived table that aggregates without GROUP BY
 (`single_row_source`). No ties: an ORDER BY that ends with the table's key (`total_order`).
@@ -79,11 +80,18 @@ def _may_be_alias(tokens: tuple[Token, ...]) -> bool:
     return len(tokens) > 1 and tokens[-1].is_name and tokens[-2].kind != TokenType.DOT
 
 
-def unique_lookup(conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem]) -> bool:
-    """A single-table subquery whose WHERE has a conjunct `key = expr` on its INTEGER PRIMARY
-    KEY (or rowid), where expr does not read that table: at most one row."""
+def unique_lookup(
+    conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem], outer: OuterTables
+) -> bool:
+    """A single-table subquery whose WHERE fixes a key of its table with `key = expr`, expr not
+    reading that table: at most one row. The INTEGER PRIMARY KEY (or rowid); or every column of
+    another PRIMARY KEY or UNIQUE index (`unique_key_lookup`)."""
     if len(tables) != 1 or not clauses.where:
         return False
+    return _integer_key_lookup(conn, body, clauses, tables) or unique_key_lookup(conn, body, clauses, tables, outer)
+
+
+def _integer_key_lookup(conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem]) -> bool:
     item = tables[0]
     table = read_source(conn, item.name or "")
     keys = {"rowid", "_rowid_", "oid"} | ({fold(table.ipk)} if table.ipk else set())
@@ -103,6 +111,54 @@ def unique_lookup(conn: apsw.Connection, body: str, clauses: Clauses, tables: li
             if names_column(key_side, item.alias, keys) and not reads_table(other, item.alias, own):
                 return True
     return False
+
+
+def unique_key_lookup(
+    conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem], outer: OuterTables
+) -> bool:
+    """Every column of a PRIMARY KEY or UNIQUE index (not a partial one) fixed by a WHERE
+    conjunct `column = expr` that converts no key value (`comparison_affinity`) and compares
+    under the index's collation: the column's own, with no COLLATE written and no column on
+    the left to lend another (`_fixed_keys`) — so no two rows the index keeps apart can both
+    match (`(SELECT n FROM settings WHERE k = 'bonus')`, `k TEXT PRIMARY KEY`)."""
+    table = read_source(conn, tables[0].name or "")
+    if table.materialized:
+        return False
+    kinds = {fold(c.name): affinity(c.decltype) for c in table.columns}
+    own = set(kinds) | {"rowid", "_rowid_", "oid"}
+
+    def key_of(tokens: tuple[Token, ...]) -> str | None:
+        column = plain_column(conn, tokens, tables)
+        return fold(column.name) if column is not None else None
+
+    fixed = _fixed_keys(body, clauses, kinds, key_of, tables[0].alias, own, outer)
+    for key, collations in _full_unique_keys(conn, table.name):
+        columns = [table.column(name) for name in key]
+        if all(
+            column is not None and fold(column.name) in fixed and column.collation.upper() == collation
+            for column, collation in zip(columns, collations, strict=True)
+        ):
+            return True
+    return False
+
+
+def _full_unique_keys(conn: apsw.Connection, table: str) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """(columns, the collation its index compares each by) of each unique index of `table` that
+    covers every row (a partial index keeps apart only the rows its WHERE takes)."""
+    keys = []
+    for _seq, index, unique, _origin, partial in conn.execute("SELECT * FROM pragma_index_list(?)", (table,)):
+        if not unique or partial:
+            continue
+        parts = [
+            (cid, str(name), str(collation or "BINARY").upper())
+            for _seqno, cid, name, _desc, collation, is_key in conn.execute(
+                "SELECT * FROM pragma_index_xinfo(?)", (index,)
+            )
+            if is_key
+        ]
+        if all(cid >= 0 for cid, _, _ in parts):  # (an expression in the key: no column fixes it)
+            keys.append((tuple(p[1] for p in parts), tuple(p[2] for p in parts)))
+    return keys
 
 
 def grouped_by_looked_up_keys(

@@ -26,15 +26,24 @@ from matview.sql.sqltext import (
 from matview.storage.schema import Column, TableInfo, has_one_variant, table_kind
 from matview.upstream import read_source
 
+#: operators that bind as loosely as `=` (SQLite reads them left to right: `k = x IS NOT NULL`
+#: is `(k = x) IS NOT NULL`) or more loosely (`NOT`): beside a `=` at the top level of a
+#: conjunct, that conjunct is no `a = b`
+_LEVEL_OF_EQUALS = {"=", "==", "<>", "!=", "IS", "IN", "LIKE", "GLOB", "MATCH", "REGEXP", "BETWEEN"}
+_LEVEL_OF_EQUALS |= {"ISNULL", "NOTNULL", "NOT", "OR"}
+
 
 def equalities(text: str, where: Span) -> Iterator[tuple[tuple[Token, ...], tuple[Token, ...]]]:
-    """The two sides of each top-level `a = b` conjunct of a WHERE clause."""
+    """The two sides of each top-level `a = b` conjunct of a WHERE clause: one `=` at its top
+    level and no other operator of its precedence or lower (hunt 46: `k = x IS NOT NULL` is
+    no lookup of k)."""
     for conjunct in split_top_level(text, where.tokens, TokenType.AND):
         toks = conjunct.tokens
         depths = depth_walk(toks)
-        equals = [i for i, (t, d) in enumerate(zip(toks, depths)) if d == 0 and t.kind == TokenType.EQ]
-        either = any(d == 0 and t.kind == TokenType.OR for t, d in zip(toks, depths))
-        if len(equals) == 1 and not either:
+        top = [(i, t) for i, (t, d) in enumerate(zip(toks, depths)) if d == 0 and t.kind != TokenType.STRING]
+        equals = [i for i, t in top if t.kind == TokenType.EQ]
+        others = [t for i, t in top if t.text.upper() in _LEVEL_OF_EQUALS and i not in equals[:1]]
+        if len(equals) == 1 and not others:
             yield toks[: equals[0]], toks[equals[0] + 1 :]
 
 

@@ -155,7 +155,7 @@ def refuse_unstable_value(
     simple = not compound and not clauses.group and alone
     at_most_one = (
         one_row
-        or (simple and unique_lookup(conn, body, clauses, tables))
+        or (simple and unique_lookup(conn, body, clauses, tables, outer))
         or (not compound and not clauses.group and grouped_lookup(conn, body, clauses, from_items, outer))
         or (not compound and not clauses.group and single_row_source(from_items))
         or (
