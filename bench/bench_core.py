@@ -420,6 +420,13 @@ def p(ctx, name):
     return os.path.join(ctx.tmp, name)
 
 
+def turso_view_arm(ctx: Ctx, vname: str, select: str, phase: str) -> Arm:
+    """A Turso connection on a fresh copy of the base, its view (re)created in the measuring
+    connection (a Turso view reopened from a closed file can be wrong)."""
+    path = copy_db(ctx.base, p(ctx, f"{vname}_tview_{phase}.db"))
+    return Arm("t_view", "turso", path, "v", vname, create_view_sql("turso", "v", select, None))
+
+
 def phase_create(ctx: Ctx, vname: str, select: str):
     """Time CREATE MATERIALIZED VIEW vs CTAS; leave rep-0 DBs for reads and last-rep DBs for writes."""
     reps = ctx.args.create_reps
@@ -520,14 +527,7 @@ def phase_reads(ctx: Ctx, vname: str, select: str, paths, status):
         arms += [
             # Turso: the view is (re)created in the measuring connection; a Turso view reopened from a
             # closed file can be wrong (checked separately, "after reopen")
-            Arm(
-                "t_view",
-                "turso",
-                copy_db(ctx.base, p(ctx, f"{vname}_tview_rd.db")),
-                "v",
-                vname,
-                create_view_sql("turso", "v", select, None),
-            ),
+            turso_view_arm(ctx, vname, select, "rd"),
             Arm("t_plain", "turso", paths[("tctas", "read")], "p", vname),
         ]
     for a in arms:
@@ -745,16 +745,7 @@ def phase_writes(ctx: Ctx, vname: str, select: str, paths, status, big_paths):
     all_arms.append(Arm("raw", "raw", copy_db(ctx.base, p(ctx, f"{vname}_raw.db")), None, vname))
     if ctx.use_turso and "tview" not in status:
         remove_db(paths[("tview", "write")])
-        all_arms.append(
-            Arm(
-                "t_view",
-                "turso",
-                copy_db(ctx.base, p(ctx, f"{vname}_tview_wr.db")),
-                "v",
-                vname,
-                create_view_sql("turso", "v", select, None),
-            )
-        )
+        all_arms.append(turso_view_arm(ctx, vname, select, "wr"))
         all_arms.append(Arm("t_nov", "turso", copy_db(ctx.base, p(ctx, f"{vname}_tnov.db")), None, vname))
     small = list(all_arms)
     if ctx.do_big:

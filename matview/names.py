@@ -86,6 +86,11 @@ def rowid_guard_index(table: str) -> str:
     return f"{ROWID_GUARD_PREFIX}{table}"
 
 
+def guarded_table(index: str) -> str:
+    """The table a `rowid_guard_index` name is for."""
+    return index[len(ROWID_GUARD_PREFIX) :]
+
+
 def heavy_index(view: str) -> str:
     """The partial index of a view table's rows of weight > 1 (see matview.storage.readable)."""
     return f"{PREFIX}heavy_{view}"

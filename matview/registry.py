@@ -400,7 +400,7 @@ class Registry:
         if lost:
             return (
                 f"materialized view {entry.name}: matview's index {lost} is gone, which kept the rowids of "
-                f"table {lost[len(names.ROWID_GUARD_PREFIX) :]} (a table without a PRIMARY KEY, whose rows the "
+                f"table {names.guarded_table(lost)} (a table without a PRIMARY KEY, whose rows the "
                 f"view knows by rowid) across VACUUM; REFRESH MATERIALIZED VIEW {entry.name} rebuilds the view"
             )
         if gone == [kept_rows_table(entry.name)] and catalog.file_version(self.conn) < 3:

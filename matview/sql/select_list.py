@@ -265,7 +265,7 @@ class SelectList(AggregateCalls):
                 for brings, span in links:
                     if brings is not None and brings != index:
                         continue
-                    for left, right in _equalities(span):
+                    for left, right in equalities(span.sql, span):
                         for side, other in ((left, right), (right, left)):
                             ref = self.column_of(side)
                             if ref is None or ref.occurrence != index or ref.column is None:
@@ -381,8 +381,3 @@ def _same_with(candidate: str, column: str, term: str, original: str) -> bool:
         return node
 
     return bool(replaced.transform(put_back) == expected)
-
-
-def _equalities(span: Span) -> list[tuple[tuple[Token, ...], tuple[Token, ...]]]:
-    """The two sides of each top-level `a = b` conjunct of a condition (`subquery_columns.equalities`)."""
-    return list(equalities(span.sql, span))

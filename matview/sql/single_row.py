@@ -40,7 +40,7 @@ from matview.sql.subquery_columns import (
     reads_table,
     written_name,
 )
-from matview.storage.schema import TableInfo, affinity, read_table
+from matview.storage.schema import ROWID_NAMES, TableInfo, affinity, read_table
 from matview.upstream import find_entry, read_source
 
 
@@ -94,7 +94,7 @@ def unique_lookup(
 def _integer_key_lookup(conn: apsw.Connection, body: str, clauses: Clauses, tables: list[FromItem]) -> bool:
     item = tables[0]
     table = read_source(conn, item.name or "")
-    keys = {"rowid", "_rowid_", "oid"} | ({fold(table.ipk)} if table.ipk else set())
+    keys = set(ROWID_NAMES) | ({fold(table.ipk)} if table.ipk else set())
     if table.materialized:
         # a materialized view that keeps its table's INTEGER PRIMARY KEY (`sql.row_keys`): one row per key
         keys = _kept_integer_key(conn, table)
@@ -105,7 +105,7 @@ def _integer_key_lookup(conn: apsw.Connection, body: str, clauses: Clauses, tabl
         column = table.column(table.primary_key[0]) if keys else None
         if column is None or affinity(column.decltype) != "INTEGER":
             return False
-    own = {fold(c.name) for c in table.columns} | {"rowid", "_rowid_", "oid"}
+    own = _own_names(table)
     for left, right in equalities(body, clauses.where):
         for key_side, other in ((left, right), (right, left)):
             if names_column(key_side, item.alias, keys) and not reads_table(other, item.alias, own):
@@ -125,14 +125,8 @@ def unique_key_lookup(
     if table.materialized:
         return False
     kinds = {fold(c.name): affinity(c.decltype) for c in table.columns}
-    own = set(kinds) | {"rowid", "_rowid_", "oid"}
-
-    def key_of(tokens: tuple[Token, ...]) -> str | None:
-        column = plain_column(conn, tokens, tables)
-        return fold(column.name) if column is not None else None
-
-    fixed = _fixed_keys(body, clauses, kinds, key_of, tables[0].alias, own, outer)
-    for key, collations in _full_unique_keys(conn, table.name):
+    fixed = _fixed_keys(body, clauses, kinds, _column_key(conn, tables), tables[0].alias, _own_names(table), outer)
+    for key, collations in table.full_unique_keys():
         columns = [table.column(name) for name in key]
         if all(
             column is not None and fold(column.name) in fixed and column.collation.upper() == collation
@@ -142,23 +136,19 @@ def unique_key_lookup(
     return False
 
 
-def _full_unique_keys(conn: apsw.Connection, table: str) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
-    """(columns, the collation its index compares each by) of each unique index of `table` that
-    covers every row (a partial index keeps apart only the rows its WHERE takes)."""
-    keys = []
-    for _seq, index, unique, _origin, partial in conn.execute("SELECT * FROM pragma_index_list(?)", (table,)):
-        if not unique or partial:
-            continue
-        parts = [
-            (cid, str(name), str(collation or "BINARY").upper())
-            for _seqno, cid, name, _desc, collation, is_key in conn.execute(
-                "SELECT * FROM pragma_index_xinfo(?)", (index,)
-            )
-            if is_key
-        ]
-        if all(cid >= 0 for cid, _, _ in parts):  # (an expression in the key: no column fixes it)
-            keys.append((tuple(p[1] for p in parts), tuple(p[2] for p in parts)))
-    return keys
+def _column_key(conn: apsw.Connection, tables: list[FromItem]) -> Callable[[tuple[Token, ...]], str | None]:
+    """`_fixed_keys`' `key_of` for keys that are columns of `tables`: the column a side names."""
+
+    def key_of(tokens: tuple[Token, ...]) -> str | None:
+        column = plain_column(conn, tokens, tables)
+        return fold(column.name) if column is not None else None
+
+    return key_of
+
+
+def _own_names(table: TableInfo) -> set[str]:
+    """The names that may read a subquery's own table's columns: its columns and the rowid's."""
+    return {fold(c.name) for c in table.columns} | set(ROWID_NAMES)
 
 
 def grouped_by_looked_up_keys(
@@ -171,19 +161,14 @@ def grouped_by_looked_up_keys(
     if len(tables) != 1 or not clauses.where or not exact_group_terms(conn, body, clauses, tables):
         return False
     item = tables[0]
-    own = {fold(c.name) for c in read_source(conn, item.name or "").columns} | {"rowid", "_rowid_", "oid"}
+    own = _own_names(read_source(conn, item.name or ""))
     wanted: dict[str, str] = {}  # per grouped column (folded name): its affinity
     for term in split_top_level(body, clauses.group.tokens):
         column = plain_column(conn, term.tokens, tables)
         if column is None:
             return False
         wanted[fold(column.name)] = affinity(column.decltype)
-
-    def key_of(tokens: tuple[Token, ...]) -> str | None:
-        column = plain_column(conn, tokens, tables)
-        return fold(column.name) if column is not None else None
-
-    return set(wanted) <= _fixed_keys(body, clauses, wanted, key_of, item.alias, own, outer)
+    return set(wanted) <= _fixed_keys(body, clauses, wanted, _column_key(conn, tables), item.alias, own, outer)
 
 
 def _fixed_keys(

@@ -126,7 +126,7 @@ def create_index(conn: apsw.Connection, table: str, probes: list[Probe]) -> str 
     change the order in which SQLite answers a GROUP_CONCAT view's SELECT (the delta term
     then stays a scan, reported by `explain`)."""
     name = index_name(table, probes)
-    if conn.execute("SELECT 1 FROM main.sqlite_master WHERE type = 'index' AND name = ?", (name,)).fetchone():
+    if index_table(conn, name) is not None:
         return name
     columns = ", ".join(f"{quote(c)} COLLATE {quote(k)}" for c, k in probes)
     conn.execute(f"CREATE INDEX main.{quote(name)} ON {quote(table)} ({columns})")

@@ -10,7 +10,7 @@ from sqlglot.tokens import TokenType
 
 from matview.db import scalar
 from matview.errors import Error, UnsupportedQuery
-from matview.names import ROWID_GUARD_PREFIX, fold, is_internal, is_node, quote
+from matview.names import ROWID_GUARD_PREFIX, fold, guarded_table, is_internal, is_node, quote
 from matview.sql.sqltext import matching_paren, tokenize
 
 
@@ -64,6 +64,20 @@ class TableInfo:
     #: per unique key (as `unique_keys`): the collation its index compares each column by — a
     #: key may collate a column otherwise than the column does (`PRIMARY KEY (b COLLATE BINARY)`)
     unique_collations: tuple[tuple[str, ...], ...] = field(default=())
+    #: per unique key (as `unique_keys`): whether its index is partial (it keeps apart only the
+    #: rows its WHERE takes)
+    unique_partial: tuple[bool, ...] = field(default=())
+
+    def full_unique_keys(self) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+        """(columns, the collation its index compares each by) of each unique key that keeps
+        every row apart: not a partial index's, and of columns only (not the rowid)."""
+        return [
+            (key, collations)
+            for key, collations, partial in zip(
+                self.unique_keys, self.unique_collations, self.unique_partial, strict=True
+            )
+            if not partial and ROWID_KEY not in key
+        ]
 
     def key_collations(self, key: tuple[str, ...]) -> tuple[str, ...]:
         """The collations unique key `key` compares its columns by (BINARY where unknown)."""
@@ -160,7 +174,7 @@ def lost_rowid_guard(conn: apsw.Connection, indexes: tuple[str, ...]) -> str | N
     for name in indexes:
         if name.startswith(ROWID_GUARD_PREFIX):
             table = index_table(conn, name)
-            if table is None or fold(table) != fold(name[len(ROWID_GUARD_PREFIX) :]):
+            if table is None or fold(table) != fold(guarded_table(name)):
                 return name
     return None
 
@@ -253,7 +267,8 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
             ipk = column.name
     unique_keys: list[tuple[str, ...]] = []
     unique_collations: list[tuple[str, ...]] = []
-    for _seq, index_name, unique, _origin, _partial in conn.execute(f"PRAGMA main.index_list({quote(real_name)})"):
+    unique_partial: list[bool] = []
+    for _seq, index_name, unique, _origin, partial in conn.execute(f"PRAGMA main.index_list({quote(real_name)})"):
         if not unique:
             continue
         key_columns: list[str] = []
@@ -270,6 +285,7 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
             key_collations.append(str(coll or "BINARY").upper())
         unique_keys.append(tuple(key_columns))
         unique_collations.append(tuple(key_collations))
+        unique_partial.append(bool(partial))
     rowid_name = "rowid"
     if not without_rowid:
         taken = {fold(c.name) for c in columns}
@@ -288,6 +304,7 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
         not nullable_pk,
         strict,
         unique_collations=tuple(unique_collations),
+        unique_partial=tuple(unique_partial),
     )
 
 
