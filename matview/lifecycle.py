@@ -146,11 +146,10 @@ def create_view(
                 refuse_group_concat_through_own_index(conn, plan, sql)
             except UnsupportedQuery as refusal:
                 raise _RefusedOnceCompiled(str(refusal)) from None
-            own = {fold(n) for n in (names.ROW_ID, names.KEY, names.WEIGHT)}  # (the view table's columns)
-            reserved = [c.name for c in plan.columns if fold(c.name) in own]
-            if reserved:  # (SQLite would say "duplicate column name")
+            reserved = names.taken_by_matview((c.name for c in plan.columns), (names.ROW_ID, names.KEY, names.WEIGHT))
+            if reserved is not None:
                 raise Error(
-                    f"materialized view {name}: column {reserved[0]} has a name matview keeps for a column of "
+                    f"materialized view {name}: column {reserved} has a name matview keeps for a column of "
                     "its own; name it otherwise"
                 )
             view_table = ViewTable(name, plan.columns)

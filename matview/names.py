@@ -6,6 +6,8 @@ contain quotes, spaces, unicode and keywords, so every name is quoted everywhere
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 PREFIX = "__dbsp_"
 #: matview's index that keeps a key-less table's rowids across VACUUM (`rowid_guard_index`)
 ROWID_GUARD_PREFIX = f"{PREFIX}rowids_"
@@ -28,6 +30,13 @@ def fold(name: str) -> str:
     """An identifier as SQLite compares names: case-insensitive for the 26 ASCII letters only
     (`"É"` and `"é"` are two columns, `"A"` and `"a"` one)."""
     return name.translate(_ASCII_LOWER)
+
+
+def taken_by_matview(columns: Iterable[str], ours: Iterable[str]) -> str | None:
+    """The first of `columns` named like one of matview's own columns `ours` of the table it
+    makes beside them (SQLite would say "duplicate column name"); None when none is."""
+    own = {fold(name) for name in ours}
+    return next((name for name in columns if fold(name) in own), None)
 
 
 def is_internal(name: str) -> bool:

@@ -48,11 +48,10 @@ def delta_columns_sql(table: TableInfo) -> str:
 
 def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
     """Create the delta log, preimage table and triggers of `table` (idempotent)."""
-    own = {names.fold(n) for n in (names.SEQ, names.ROWID, names.WEIGHT)}  # (the delta log's columns)
-    reserved = [c.name for c in table.columns if names.fold(c.name) in own]
-    if reserved:  # (SQLite would say "duplicate column name")
+    reserved = names.taken_by_matview((c.name for c in table.columns), (names.SEQ, names.ROWID, names.WEIGHT))
+    if reserved is not None:  # (the delta log's own columns)
         raise Error(
-            f"table {table.name}: its column {reserved[0]} has a name matview keeps for a column of its "
+            f"table {table.name}: its column {reserved} has a name matview keeps for a column of its "
             "own; rename the column to make views over the table"
         )
     t = quote(table.name)
