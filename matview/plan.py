@@ -38,6 +38,9 @@ class SubqueryReach(NamedTuple):
     template: Template  # its `FROM … WHERE …`
     joinable: bool  # joined to the outer FROM (no name clash), driven by the change, not an EXISTS
     membership: tuple[str, str] | None  # `x IN (SELECT col …)`: x and col, reaching rows by value
+    #: its `FROM … WHERE …` reads no outer column: a condition on the change alone is asked once
+    #: (`membership.reach_conditions`' guards), not per outer row
+    uncorrelated: bool = False
 
 
 WEIGHT = "weight"
@@ -289,6 +292,7 @@ class Plan:
                 tuple(r[1]),
                 bool(r[2]) if len(r) > 2 else False,
                 (str(r[3][0]), str(r[3][1])) if len(r) > 3 and r[3] else None,
+                bool(r[4]) if len(r) > 4 else False,
             )
             for r in data.get("subquery_reach", ())
         )

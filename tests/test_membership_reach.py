@@ -102,7 +102,9 @@ def test_each_reach_is_needed(tmp_path: Path, monkeypatch: Any, kept: tuple[int,
     row when a NULL enters the set, rows are lost, and the oracle sees it."""
     conditions = partition.reach_conditions
     monkeypatch.setattr(
-        partition, "reach_conditions", lambda operands, inner: [conditions(operands, inner)[i] for i in kept] or ["0"]
+        partition,
+        "reach_conditions",
+        lambda operands, inner: [conditions(operands, inner)[i] for i in kept] or [("", "0")],
     )
     with pytest.raises(AssertionError):
         for seed in range(6):

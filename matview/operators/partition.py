@@ -221,8 +221,13 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
                 inner = render(subquery.template, **{**state, **delta})
                 outer = render(plan.from_template, **state)
                 if subquery.membership is not None:  # `x IN (SELECT col …)`: the rows its changed values reach
-                    for condition in reach_conditions(subquery.membership, inner):
-                        reached.append(f"SELECT {key} FROM {outer} WHERE {also}{condition}")
+                    for guard, condition in reach_conditions(subquery.membership, inner):
+                        source = outer
+                        if guard and subquery.uncorrelated:  # (first, by CROSS JOIN: no outer row read if false)
+                            source = f'(SELECT 1 WHERE {guard}) AS "__dbsp_guard" CROSS JOIN {outer}'
+                        elif guard:
+                            condition = f"{guard} AND {condition}"
+                        reached.append(f"SELECT {key} FROM {source} WHERE {also}{condition}")
                 elif subquery.joinable:  # the change leads: the outer rows are found by index from ΔX
                     tail = inner[len("FROM") :]
                     if plan.reach_filter:

@@ -23,7 +23,7 @@ from matview.plan import Plan, SubqueryReach, Template, render
 from matview.sql.comparison_affinity import OuterTables
 from matview.sql.from_clause import FromClause, Occurrence
 from matview.sql.from_items import FromItem, read_from_items
-from matview.sql.membership import Membership, in_reach, membership
+from matview.sql.membership import Membership, correlated_membership, correlating_conjuncts, in_reach, membership
 from matview.sql.sqltext import (
     SET_OPERATIONS,
     Span,
@@ -156,6 +156,8 @@ def _split(
     text = exact_sum_renames(conn, text, outer)
     tokens = tokenize(text)
     depths = depth_walk(tokens)
+    truth_tested = correlating_conjuncts(tokens, depths)
+    splices: list[tuple[int, str]] = []  # (position, text): memberships searched per outer row
     references: list[tuple[int, int, TableInfo, str, bool]] = []  # (start, end, table, alias, aliased)
     # (first, end, FROM at, WHERE end, references, membership operands)
     selects: list[tuple[int, int, int, int, list[int], Membership | None]] = []
@@ -196,6 +198,18 @@ def _split(
         if any(fold(tokens[i].text) in aliases for i in range(from_at, where_end) if tokens[i].is_name):
             mine = []  # its WHERE names its own select-list alias: no FROM … WHERE of its own to reach by
         operands = membership(text, tokens, depths, index, from_at, where_end, end)
+        if operands is not None and index in truth_tested and not any(references[i][2].materialized for i in mine):
+            has_where = stop < end and tokens[stop].kind == TokenType.WHERE
+            subquery = text[token.start : tokens[end - 1].end]
+            if has_where:  # (its condition parenthesized: `a OR b AND x = col` would bind otherwise)
+                where_at = tokens[stop + 1].start - token.start
+                subquery = f"{subquery[:where_at]}({subquery[where_at:]})"
+            own_aliases = [item.alias for item in items]
+            condition = correlated_membership(conn, operands, outer, own_aliases, subquery, has_where)
+            if condition is not None:
+                tail = f") AND {condition}" if has_where else f" WHERE {condition}"
+                splices += [(tokens[stop + 1].start, "(")] if has_where else []
+                splices.append((tokens[end].start, tail))
         selects.append((index, end, from_at, where_end, mine, operands))
     numbers = []
     for _start, _end, table, alias, _aliased in references:
@@ -209,6 +223,11 @@ def _split(
             continue  # an outer join inside pads rows a change can add or remove: every row is reached
         lo, hi = tokens[from_at].start, tokens[where_end - 1].end
         reaches.append((tuple(numbers[i] for i in mine), tuple(_template(text, edits, lo, hi)), operands))
+    # (the reach templates above keep the subqueries as written; the evaluated SQL searches)
+    for position, inserted in sorted(splices, reverse=True):
+        text = text[:position] + inserted + text[position:]
+        shift = len(inserted)
+        edits = [(s + shift, e + shift, n, a, q) if s >= position else (s, e, n, a, q) for s, e, n, a, q in edits]
     return _template(text, edits, 0, len(text))
 
 
@@ -385,10 +404,12 @@ def _joinable(
             joiner = "AND" if has_where_clause(inner) else "WHERE"
             filtered = f" {joiner} {reach_filter}" if reach_filter else ""
             joinable = _prepares(conn, f"SELECT 1 FROM {outer}, {inner[len('FROM') :]}{filtered}")
+        uncorrelated = False
         if operands is not None:  # (its reach prepares: a name it reads may be the select list's alias)
             reach = f"SELECT 1 FROM {outer} WHERE {also}{in_reach(operands, inner)}"
             operands = operands if _prepares(conn, reach) else None
-        found.append(SubqueryReach(numbers, template, joinable, operands))
+            uncorrelated = operands is not None and _prepares(conn, f"SELECT 1 {inner}")
+        found.append(SubqueryReach(numbers, template, joinable, operands, uncorrelated))
     return tuple(found)
 
 
