@@ -179,10 +179,12 @@ class Connection(ViewStatements, FoldSchedule):
             or statements.changes_plans(statement)
         ]
         if not handled:
-            if not any(statements.changes_statistics(statement) for statement in script):
-                return self.apsw.execute(sql, params)
             rows = Rows(list(self.apsw.execute(sql, params)))
-            self.registry.invalidate()  # (ANALYZE inside: see `_execute`)
+            if any(statements.changes_statistics(statement) for statement in script):
+                self.registry.invalidate()  # (ANALYZE inside: see `_execute`)
+            # its writes committed as it went (autocommit): folded now, as a commit of this
+            # connection's is, so that a stock reader of the views sees them too
+            self._catch_up()
             return rows
         if params is not None:
             raise Error("a script with materialized view statements or DDL cannot take bound parameters")
@@ -202,9 +204,8 @@ class Connection(ViewStatements, FoldSchedule):
         if word in _WRITES and self.registry.lost_capture:
             self._repair_capture()
         if word in _WRITES and self.apsw.get_autocommit() and views:
-            with self:
+            with self._as_autocommit():
                 result = self.apsw.executemany(sql, sequence)
-            self._feed.deliver()
             return result
         if statements.changes_statistics(sql):
             rows = Rows(list(self.apsw.executemany(sql, sequence)))
@@ -243,9 +244,27 @@ class Connection(ViewStatements, FoldSchedule):
 
     def _autocommit_write(self, sql: str, params: Any) -> Rows:
         """One write in autocommit mode: the write and its fold commit together."""
-        with self:
+        with self._as_autocommit():
             rows = self.apsw.execute(sql, params).fetchall()
         return Rows(rows)
+
+    @contextlib.contextmanager
+    def _as_autocommit(self) -> Iterator[None]:
+        """matview's transaction around a write the user ran in autocommit mode, so that its fold
+        commits with it. Where the write fails, what SQLite would have committed on its own is
+        committed all the same, folded: the rows an OR FAIL statement (or a RAISE(FAIL)) changed
+        before the failing one, the rows of an executemany before the failing one. SQLite has
+        undone a failed ABORT statement's own changes already, and an OR ROLLBACK's transaction."""
+        self._begin(immediate=False)
+        try:
+            yield
+        except BaseException:
+            if self.apsw.get_autocommit():
+                self._depth.pop()  # (SQLite rolled the transaction back)
+            else:
+                self.__exit__(None, None, None)
+            raise
+        self.__exit__(None, None, None)
 
     def _deferred_write(self, sql: str, params: Any, views: dict[str, View]) -> Rows:
         """One write in autocommit mode when every view is deferred: SQLite's own transaction

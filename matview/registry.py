@@ -17,9 +17,9 @@ import apsw
 from matview import fallback, names, upstream
 from matview.circuit import Circuit
 from matview.db import scalar
-from matview.errors import SchemaChanged
+from matview.errors import SchemaChanged, UnsupportedQuery
 from matview.evaluator import Evaluator
-from matview.names import fold, is_node, kept_rows_table, ordered_state_table, state_table, view_table
+from matview.names import fold, is_node, kept_rows_table, ordered_state_table, quote, state_table, view_table
 from matview.operators.whole import replanned_otherwise
 from matview.plan import OutputColumn, Plan
 from matview.storage import catalog, readable
@@ -29,6 +29,7 @@ from matview.storage.capture import (
     missing_capture_tables,
     missing_tables,
     recollated_keys,
+    unprobed_key,
 )
 from matview.storage.catalog import ViewEntry
 from matview.storage.scan_order import concat_order_problem, variant_order_problem
@@ -429,6 +430,11 @@ class Registry:
         for table in entry.plan.base_tables:  # (those of an upstream view: validated with it)
             try:
                 info = read_table(self.conn, table)
+            except UnsupportedQuery as exc:  # (there, but no longer readable: an index on an expression)
+                return (
+                    f"materialized view {entry.name}: its base table {table} changed: {exc}; DROP the view, or "
+                    f"undo that change and REFRESH MATERIALIZED VIEW {quote(entry.name)}"
+                )
             except Exception:
                 return f"materialized view {entry.name}: its base table {table} was dropped; DROP the view"
             if tuple(tuple(c) for c in info.signature) != entry.plan.signature(table):
@@ -440,6 +446,14 @@ class Registry:
                 return (
                     f"materialized view {entry.name}: its base table {table} was dropped and created again "
                     "(its change capture is gone); REFRESH MATERIALIZED VIEW or DROP it"
+                )
+            unprobed = unprobed_key(self.conn, info)
+            if unprobed is not None:
+                return (
+                    f"materialized view {entry.name}: another connection made a UNIQUE key ({', '.join(unprobed)}) "
+                    f"on its base table {table} after matview's change capture, which does not see a row INSERT "
+                    "OR REPLACE deletes through it (one may have been missed); REFRESH MATERIALIZED VIEW "
+                    f"{quote(entry.name)} rebuilds the capture and the views of the table"
                 )
             if recollated_keys(info) and capture_is_stale(self.conn, info):
                 return (

@@ -18,13 +18,17 @@ itself), so a stale entry can never stand for a row that is gone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import apsw
+from sqlglot.tokens import TokenType
 
 from matview import names
 from matview.db import scalar
 from matview.errors import Error
 from matview.names import all_of, quote
-from matview.storage.schema import ROWID_KEY, TableInfo
+from matview.sql.sqltext import depth_walk, tokenize
+from matview.storage.schema import ROWID_KEY, ROWID_NAMES, TableInfo
 
 CAPTURE_EVENTS = (
     "before_insert",
@@ -109,9 +113,13 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
         )
     )
 
+    defaults = dict(table.null_defaults)
+
     def key_term(alias: str, column: str) -> str:
         if column == ROWID_KEY:
             return qualified(alias, quote(names.ROWID)) if alias in ("p", "") else f"{alias}.{rid}"
+        if alias == "new" and column in defaults:  # (a NULL REPLACE stores as the default: that conflicts)
+            return f"coalesce(new.{quote(column)}, ({defaults[column]}))"
         return qualified(alias, quote(column))
 
     keys = [(ROWID_KEY,)] if table.has_rowid else [table.primary_key]
@@ -140,6 +148,15 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
     same_values = all_of([same("", "old"), *(f"{c} IS old.{c} COLLATE BINARY" for c in user_columns)])
     already = all_of([same("p", "t0"), *(f"p.{c} IS t0.{c} COLLATE BINARY" for c in user_columns)])
     gone = f"NOT EXISTS (SELECT 1 FROM {t} AS t0 WHERE {same('t0', 'p')})"
+    # A row REPLACE deleted is logged by the statement's AFTER trigger; where that never fires
+    # (an FK cascade of the deletion deleted the row being written), by the cascade's AFTER DELETE
+    # (`vanished`: the preimage rows gone other than the one deleted now, by the preimage's rowid)
+    free = [alias for alias in ROWID_NAMES if alias not in {names.fold(c.name) for c in table.columns}]
+    log_vanished = forget_vanished = ""
+    if free:
+        vanished = f"SELECT p.{free[0]} FROM {pre} AS p WHERE NOT ({same('p', 'old')}) AND {gone}"
+        log_vanished = f"INSERT INTO {target} SELECT {row('p')}, -1 FROM {pre} AS p WHERE p.{free[0]} IN ({vanished});"
+        forget_vanished = f"DELETE FROM {pre} WHERE {free[0]} IN ({vanished});"
     took_key = same("p", "new")
     # A preimage row follows its row through updates (a user's trigger may update it between
     # capture and the REPLACE that deletes it). It takes the row's *current* image, not
@@ -196,6 +213,8 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
         END;
         CREATE TRIGGER IF NOT EXISTS {trg["deleted_preimage"]} AFTER DELETE ON {t}
         WHEN EXISTS (SELECT 1 FROM {pre}) BEGIN
+          {log_vanished}
+          {forget_vanished}
           DELETE FROM {pre} WHERE {same_values};
         END;
         """
@@ -253,6 +272,8 @@ def capture_is_stale(conn: apsw.Connection, table: TableInfo) -> bool:
     ][2:-1]  # (less the sequence number, the rowid and the weight)
     if logged != [(names.fold(c.name), c.decltype.upper()) for c in table.columns]:
         return True
+    if unprobed_key(conn, table) is not None:
+        return True
     # a key collating a column otherwise than the column: triggers made before that was kept
     expected = recollated_keys(table)
     if not expected:
@@ -290,3 +311,59 @@ def recollated_keys(table: TableInfo) -> list[str]:
             if clause and column != ROWID_KEY:
                 found.append(f"= new.{quote(column)}{clause}")
     return found
+
+
+def _probed_keys(trigger_sql: str) -> list[frozenset[str]] | None:
+    """The keys a BEFORE INSERT capture trigger probes for rows a REPLACE may delete: per OR'd
+    term of its WHEN clause, the columns it compares with new's (folded); None where the text is
+    not as matview writes it."""
+    tokens = tokenize(trigger_sql)
+    when = next((i for i, t in enumerate(tokens) if t.kind == TokenType.WHEN), len(tokens))
+    start = next((i + 1 for i in range(when, len(tokens)) if tokens[i].kind == TokenType.WHERE), len(tokens))
+    end = next((i for i in range(start, len(tokens)) if tokens[i].text.upper() == "BEGIN"), len(tokens))
+    if end == len(tokens) or tokens[end - 1].kind != TokenType.R_PAREN:
+        return None
+    condition = tokens[start : end - 1]  # (less the EXISTS' closing parenthesis)
+    groups: list[set[str]] = [set()]
+    for index, (token, depth) in enumerate(zip(condition, depth_walk(condition))):
+        if depth == 0 and token.kind == TokenType.OR:
+            groups.append(set())
+        elif token.text.lower() == "new" and index + 2 < len(condition) and condition[index + 1].kind == TokenType.DOT:
+            groups[-1].add(names.fold(condition[index + 2].text))
+    return [frozenset(g) for g in groups] if all(groups) else None
+
+
+def unprobed_key(conn: apsw.Connection, table: TableInfo) -> tuple[str, ...] | None:
+    """A unique key of `table` its capture triggers do not probe (a UNIQUE index made after
+    them): a REPLACE that deletes a row through it would go unlogged. A key is probed where
+    the triggers compare a part of it (equal on the key, a row is equal on that part)."""
+    row = conn.execute(
+        "SELECT sql FROM main.sqlite_master WHERE type = 'trigger' AND name = ?",
+        (names.trigger(table.name, "before_insert"),),
+    ).fetchone()
+    probed = _probed_keys(str(row[0])) if row is not None else None
+    if probed is None:
+        return None
+    keys = [(ROWID_KEY,)] if table.has_rowid else [table.primary_key]
+    keys += [k for k in table.unique_keys if k not in keys]
+    for key in keys:
+        columns = {names.fold(table.rowid_name if c == ROWID_KEY else c) for c in key}
+        if not any(group <= columns for group in probed):
+            return key
+    return None
+
+
+def follow_new_keys(conn: apsw.Connection, tables: list[str], read: Callable[[str], TableInfo]) -> None:
+    """Re-make the capture triggers of those `tables` that gained a unique key since (a CREATE
+    UNIQUE INDEX this connection just ran: no write came between, so no view missed a row)."""
+    for name in tables:
+        if not capture_installed(conn, name):
+            continue
+        try:
+            info = read(name)
+        except Error:
+            continue  # (the views over it say why at their next look: `Registry._validate`)
+        if unprobed_key(conn, info) is not None:
+            for event in CAPTURE_EVENTS:
+                conn.execute(f"DROP TRIGGER IF EXISTS {quote(names.trigger(name, event))}")
+            install_capture(conn, info)

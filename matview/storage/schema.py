@@ -67,6 +67,10 @@ class TableInfo:
     #: per unique key (as `unique_keys`): whether its index is partial (it keeps apart only the
     #: rows its WHERE takes)
     unique_partial: tuple[bool, ...] = field(default=())
+    #: (column, its DEFAULT's text) of each NOT NULL column with a default: where REPLACE resolves
+    #: a NULL written there (`INSERT OR REPLACE`, `NOT NULL ON CONFLICT REPLACE`) the default is
+    #: stored, after the BEFORE triggers saw the NULL
+    null_defaults: tuple[tuple[str, str], ...] = field(default=())
 
     def full_unique_keys(self) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
         """(columns, the collation its index compares each by) of each unique key that keeps
@@ -246,11 +250,14 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
     pk_cols: list[tuple[int, str]] = []
     nullable_pk = False
     strict = _is_strict(str(scalar(conn, "SELECT sql FROM main.sqlite_master WHERE name = ?", (real_name,))))
-    for _cid, col, decltype, notnull, _default, pk, hidden in conn.execute(
+    null_defaults: list[tuple[str, str]] = []
+    for _cid, col, decltype, notnull, default, pk, hidden in conn.execute(
         f"PRAGMA main.table_xinfo({quote(real_name)})"
     ):
         if hidden == 1:
             continue
+        if notnull and default is not None:
+            null_defaults.append((col, str(default)))
         collation = conn.column_metadata("main", real_name, col)[1] or "BINARY"
         columns.append(Column(col, _mirror_type(decltype or "", strict), collation.upper()))
         if pk:
@@ -305,6 +312,7 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
         strict,
         unique_collations=tuple(unique_collations),
         unique_partial=tuple(unique_partial),
+        null_defaults=tuple(null_defaults),
     )
 
 
