@@ -50,8 +50,14 @@ def main() -> None:
     conn.execute("CREATE TABLE IF NOT EXISTS regions(name TEXT PRIMARY KEY, manager TEXT)")
     conn.executemany(
         "INSERT OR IGNORE INTO regions VALUES (?, ?)",
-        [("north", "Ada"), ("south", "Grace"), ("east", "Ada"), ("west", "Edsger"), ("central", "Barbara"),
-         ("islands", "Barbara")],
+        [
+            ("north", "Ada"),
+            ("south", "Grace"),
+            ("east", "Ada"),
+            ("west", "Edsger"),
+            ("central", "Barbara"),
+            ("islands", "Barbara"),
+        ],
     )
     conn.execute("""CREATE MATERIALIZED VIEW IF NOT EXISTS by_manager AS
                     SELECT r.manager, COUNT(*) AS orders, SUM(o.amount) AS total
@@ -87,8 +93,10 @@ def main() -> None:
         with conn:
             action = random.random()
             if action < 0.6:
-                conn.execute("INSERT INTO orders(region, amount) VALUES (?, ?)",
-                             (random.choice(["north", "south", "east", "west", "central"]), random.randint(1, 500)))
+                conn.execute(
+                    "INSERT INTO orders(region, amount) VALUES (?, ?)",
+                    (random.choice(["north", "south", "east", "west", "central"]), random.randint(1, 500)),
+                )
             elif action < 0.8:
                 conn.execute("UPDATE orders SET amount = amount + 1 WHERE id = ?", (random.randint(1, 7000),))
             else:

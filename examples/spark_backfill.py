@@ -1,7 +1,7 @@
 """End to end: Parquet + CSV → Spark backfill → incremental maintenance in the SQLite file.
 
-    pip install -e '.[spark]'   # and Java 17: apt install openjdk-17-jre-headless
-    python examples/spark_backfill.py [workdir]
+pip install -e '.[spark]'   # and Java 17: apt install openjdk-17-jre-headless
+python examples/spark_backfill.py [workdir]
 """
 
 from __future__ import annotations
@@ -45,11 +45,17 @@ def main() -> None:
         db,
         tables={"orders": os.path.join(work, "orders", "*.parquet"), "customers": os.path.join(work, "customers.csv")},
         views=[
-            ("revenue", "SELECT region, COUNT(*) AS n, SUM(amount) AS total, MIN(amount) AS lo, MAX(amount) AS hi "
-             "FROM orders GROUP BY region"),
+            (
+                "revenue",
+                "SELECT region, COUNT(*) AS n, SUM(amount) AS total, MIN(amount) AS lo, MAX(amount) AS hi "
+                "FROM orders GROUP BY region",
+            ),
             ("big", "SELECT id, region, amount FROM orders WHERE amount > 990"),
-            ("by_customer", "SELECT c.name, SUM(o.amount) AS total FROM orders AS o JOIN customers AS c "
-             "ON o.cust = c.cust GROUP BY c.name"),
+            (
+                "by_customer",
+                "SELECT c.name, SUM(o.amount) AS total FROM orders AS o JOIN customers AS c "
+                "ON o.cust = c.cust GROUP BY c.name",
+            ),
         ],
     )
     print_summary(summary)
