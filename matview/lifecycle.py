@@ -23,7 +23,7 @@ from matview.names import NODE_PREFIX, fold, quote
 from matview.operators.partition import every_root_table
 from matview.operators.whole import replanned_otherwise
 from matview.plan import OutputColumn
-from matview.registry import Registry, View, plain_view_change
+from matview.registry import Registry, View
 from matview.sql.clock import refuse_clock_handed_on
 from matview.sql.frontend import Compiled, compile_select
 from matview.sql.nodes import extract_nodes
@@ -44,6 +44,7 @@ from matview.storage.scan_order import variant_order_problem
 from matview.storage.schema import affinity, read_table, table_kind
 from matview.storage.state import StateStore, clear_state_tables, create_state_tables
 from matview.storage.viewstore import ViewTable
+from matview.view_health import plain_view_change
 
 MAINTENANCE_MODES = ("immediate", "deferred")
 

@@ -14,43 +14,20 @@ from typing import Any
 
 import apsw
 
-from matview import fallback, names, upstream
+from matview import fallback, upstream
 from matview.circuit import Circuit
 from matview.db import scalar
-from matview.errors import SchemaChanged, UnsupportedQuery
+from matview.errors import SchemaChanged
 from matview.evaluator import Evaluator
-from matview.names import fold, is_node, kept_rows_table, ordered_state_table, quote, state_table, view_table
+from matview.names import fold, is_node
 from matview.operators.whole import replanned_otherwise
-from matview.plan import OutputColumn, Plan
+from matview.plan import OutputColumn
 from matview.storage import catalog, readable
-from matview.storage.capture import (
-    capture_installed,
-    capture_is_stale,
-    missing_capture_tables,
-    missing_tables,
-    recollated_keys,
-    unprobed_key,
-)
 from matview.storage.catalog import ViewEntry
-from matview.storage.scan_order import concat_order_problem, variant_order_problem
-from matview.storage.schema import lost_rowid_guard, read_table, view_sql
+from matview.storage.scan_order import variant_order_problem
 from matview.storage.viewstore import ViewTable
+from matview.view_health import view_problem
 from matview.zset import ZSet
-
-
-def plain_view_change(conn: apsw.Connection, name: str, plan: Plan) -> str | None:
-    """Why view `name` cannot go on, when a plain view its SELECT reads (inlined, or run as
-    written) was dropped or redefined since CREATE: its tables and their change capture are
-    those of the old definition, so neither a read nor a REFRESH can follow the new one."""
-    for view_name, text in plan.plain_views:
-        now = view_sql(conn, view_name)
-        if now != text:
-            change = "dropped" if now is None else "redefined"
-            return (
-                f"materialized view {name}: the view {view_name} it reads was {change}; "
-                "DROP the materialized view and CREATE it again"
-            )
-    return None
 
 
 @dataclass
@@ -192,7 +169,7 @@ class Registry:
                 view = View(
                     entry, Circuit(entry.name, entry.plan, self.evaluator), ViewTable(entry.name, entry.plan.columns)
                 )
-            view.broken = self._validate(entry)
+            view.broken = view_problem(self.conn, entry, self.lost_capture)
             view.stalled = self._missing_functions(entry)
             if not view.broken and view.circuit.first_rows:
                 problem = variant_order_problem(self.conn, entry.plan, entry.sql)
@@ -389,94 +366,6 @@ class Registry:
         for view in views:
             place(view)
         return list(placed.values())
-
-    def _validate(self, entry: ViewEntry) -> str | None:
-        if entry.plan.needs_refresh:
-            return entry.plan.needs_refresh
-        tables = [view_table(entry.name), state_table(entry.name), ordered_state_table(entry.name)]
-        if entry.plan.root_recompute:
-            tables.append(kept_rows_table(entry.name))
-        gone = missing_tables(self.conn, tables)
-        lost = lost_rowid_guard(self.conn, entry.plan.indexes)
-        if lost:
-            return (
-                f"materialized view {entry.name}: matview's index {lost} is gone, which kept the rowids of "
-                f"table {names.guarded_table(lost)} (a table without a PRIMARY KEY, whose rows the "
-                f"view knows by rowid) across VACUUM; REFRESH MATERIALIZED VIEW {entry.name} rebuilds the view"
-            )
-        if gone == [kept_rows_table(entry.name)] and catalog.file_version(self.conn) < 3:
-            return (
-                f"materialized view {entry.name}: the file was written by an older matview and this connection "
-                "cannot upgrade it (read-only, or busy): open it once with a writable matview connection"
-            )
-        if gone:
-            return (
-                f"materialized view {entry.name}: its table(s) {', '.join(gone)} are missing (a damaged file); "
-                "REFRESH MATERIALIZED VIEW re-creates them"
-            )
-        stored = [str(row[1]) for row in self.conn.execute("SELECT * FROM pragma_table_info(?)", (tables[0],))]
-        wanted = [names.ROW_ID, *(c.name for c in entry.plan.columns), names.KEY, names.WEIGHT]
-        if [fold(n) for n in stored] != [fold(n) for n in wanted]:
-            return (
-                f"materialized view {entry.name}: its catalog row does not match its table {tables[0]} "
-                "(a damaged file); REFRESH MATERIALIZED VIEW rebuilds it"
-            )
-        problem = concat_order_problem(self.conn, entry.plan, entry.sql)
-        if problem is not None:
-            return f"materialized view {entry.name}: {problem}"
-        changed = plain_view_change(self.conn, entry.name, entry.plan)
-        if changed is not None:
-            return changed
-        for table in entry.plan.base_tables:  # (those of an upstream view: validated with it)
-            try:
-                info = read_table(self.conn, table)
-            except UnsupportedQuery as exc:  # (there, but no longer readable: an index on an expression)
-                return (
-                    f"materialized view {entry.name}: its base table {table} changed: {exc}; DROP the view, or "
-                    f"undo that change and REFRESH MATERIALIZED VIEW {quote(entry.name)}"
-                )
-            except Exception:
-                return f"materialized view {entry.name}: its base table {table} was dropped; DROP the view"
-            if tuple(tuple(c) for c in info.signature) != entry.plan.signature(table):
-                return (
-                    f"materialized view {entry.name}: its base table {table} was altered; "
-                    "REFRESH MATERIALIZED VIEW or DROP it"
-                )
-            if not capture_installed(self.conn, table):
-                return (
-                    f"materialized view {entry.name}: its base table {table} was dropped and created again "
-                    "(its change capture is gone); REFRESH MATERIALIZED VIEW or DROP it"
-                )
-            unprobed = unprobed_key(self.conn, info)
-            if unprobed is not None:
-                return (
-                    f"materialized view {entry.name}: another connection made a UNIQUE key ({', '.join(unprobed)}) "
-                    f"on its base table {table} after matview's change capture, which does not see a row INSERT "
-                    "OR REPLACE deletes through it (one may have been missed); REFRESH MATERIALIZED VIEW "
-                    f"{quote(entry.name)} rebuilds the capture and the views of the table"
-                )
-            if recollated_keys(info) and capture_is_stale(self.conn, info):
-                return (
-                    f"materialized view {entry.name}: the change capture of its base table {table} was made by an "
-                    "older matview, which compared a unique key's columns as the columns collate, not as the key "
-                    "does (INSERT OR REPLACE could be missed); REFRESH MATERIALIZED VIEW rebuilds it"
-                )
-            gone = missing_capture_tables(self.conn, table)
-            if gone:
-                self.lost_capture[fold(table)] = table
-                return (
-                    f"materialized view {entry.name}: the change log(s) {', '.join(gone)} of its base table {table} "
-                    "are missing (a damaged file: changes not yet folded are lost); REFRESH MATERIALIZED VIEW "
-                    "re-creates them and rebuilds every view of the table"
-                )
-        for table in entry.base_tables:  # (those read through upstream views too: the catalog's own list)
-            if table not in entry.plan.base_tables and not capture_installed(self.conn, table):
-                return (
-                    f"materialized view {entry.name}: the base table {table} it reads through another view or a "
-                    "subquery has no change capture (dropped and created again, or renamed, by another "
-                    "connection); REFRESH MATERIALIZED VIEW or DROP it"
-                )
-        return None
 
     def get(self, name: str) -> View | None:
         return self.sync().get(fold(name))
