@@ -27,6 +27,7 @@ from sqlglot.tokens import TokenType
 
 from matview import names
 from matview.names import quote
+from matview.operators.prefix_conjuncts import prefix_conjuncts
 from matview.plan import WEIGHT, Plan, Template, render
 from matview.sql.from_items import JOIN_WORDS, OUTER_WORDS
 from matview.sql.membership import reach_conditions
@@ -267,10 +268,13 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
         # the joins up to X only: a later inner join may accept a row only where X did not
         # match it (`JOIN c ON c.y IS x.y`), so keeping it would lose that root
         through = from_prefix(plan.from_template, i)
+        # (and the WHERE's conjuncts it can check: commas would make it a cross product)
+        within = prefix_conjuncts(plan, i, top)
+        filtered = f"{matched} AND {within}" if within else matched
         # a deleted row joined to itself through an earlier occurrence is reached by that
         # occurrence's own prefix: only other changed tables need the old state here
         for state in _states(new, old, changed, table, (table,)):
-            reached.append(f"SELECT {key} FROM {render(through, **{**state, **delta})} WHERE {matched}")
+            reached.append(f"SELECT {key} FROM {render(through, **{**state, **delta})} WHERE {filtered}")
     # UNION ALL: a UNION compares the keys under their collation ('b' and 'B' under NOCASE are
     # one), and a root whose key changed case must be reached under both
     reach = " UNION ALL ".join(reached)
