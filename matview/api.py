@@ -384,6 +384,9 @@ class Connection(ViewStatements, FoldSchedule):
         return [ViewInfo(self, v) for v in self.registry.sync().values() if not is_node(v.name)]
 
     def view(self, name: str) -> ViewInfo:
+        """The materialized view called `name` (a `ViewInfo`: its rows, plan, state, refresh)."""
+        if not isinstance(name, str):
+            raise Error(f"view() takes a view's name, not a {type(name).__name__}")
         found = self.registry.get(name)
         if found is None:
             raise Error(f"no such materialized view: {name}")

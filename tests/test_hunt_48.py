@@ -225,3 +225,13 @@ def test_a_script_of_writes_is_folded_before_it_returns(tmp_path: Path) -> None:
     ]:
         conn.execute(script)
         assert sorted(stock.execute("SELECT * FROM main.v")) == sorted(stock.execute(select)), script
+
+
+def test_view_takes_a_name(tmp_path: Path) -> None:
+    """Hunt 47: `conn.view(conn.views()[0])` (a ViewInfo, not its name) raised a raw AttributeError."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+    conn.execute("CREATE MATERIALIZED VIEW v AS SELECT count(*) AS n FROM t")
+    with pytest.raises(matview.Error, match="takes a view's name"):
+        conn.view(conn.views()[0])  # type: ignore[arg-type]
+    assert conn.view(conn.views()[0].name).name == "v"
