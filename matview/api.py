@@ -179,12 +179,14 @@ class Connection(ViewStatements, FoldSchedule):
             or statements.changes_plans(statement)
         ]
         if not handled:
-            rows = Rows(list(self.apsw.execute(sql, params)))
-            if any(statements.changes_statistics(statement) for statement in script):
-                self.registry.invalidate()  # (ANALYZE inside: see `_execute`)
-            # its writes committed as it went (autocommit): folded now, as a commit of this
-            # connection's is, so that a stock reader of the views sees them too
-            self._catch_up()
+            try:
+                rows = Rows(list(self.apsw.execute(sql, params)))
+            finally:
+                if any(statements.changes_statistics(statement) for statement in script):
+                    self.registry.invalidate()  # (ANALYZE inside: see `_execute`)
+                # its writes committed as it went (autocommit), those before a failing one too:
+                # folded now, as a commit of this connection's is, so that stock readers see them
+                self._catch_up()
             return rows
         if params is not None:
             raise Error("a script with materialized view statements or DDL cannot take bound parameters")

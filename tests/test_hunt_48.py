@@ -175,12 +175,16 @@ def test_an_index_on_an_expression_names_itself(tmp_path: Path) -> None:
     assert conn.execute("SELECT * FROM v").fetchall() == [(3,)]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (README Limits): logging the replaced row from the cascade's AFTER DELETE counted rows "
+    "twice where a cascade or a user's trigger runs before a deleted row's own AFTER DELETE (hunt 49)",
+)
 def test_a_cascade_that_deletes_the_row_being_replaced_onto_another(tmp_path: Path) -> None:
     """UPDATE OR REPLACE moves a row onto another's key; the replaced row's ON DELETE CASCADE
     (a self-referencing foreign key) deletes the moved row itself, so the statement's AFTER
-    UPDATE never fires: the replaced row was logged by nobody. The cascade's AFTER DELETE logs
-    it now. (With recursive_triggers on, SQLite itself fails such a statement on any table with
-    an AFTER DELETE trigger: "constraint failed".)"""
+    UPDATE never fires: the replaced row is logged by nobody. (With recursive_triggers on, SQLite
+    itself fails such a statement on any table with an AFTER DELETE trigger: "constraint failed".)"""
     conn = matview.connect(str(tmp_path / "db.sqlite"))
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute(

@@ -228,7 +228,11 @@ def correlated_membership(
         for alias, table in outer
         if (fold(alias) == fold(qualifier) if qualifier else True) and table.column(name) is not None
     ]
+    # (the outer alias named anywhere inside — a derived table, a CTE or a view inlined there under
+    # that alias, a table of that name — could bind `alias.x` inside the subquery)
     if len(owners) != 1 or fold(owners[0][0]) in {fold(a) for a in own_aliases}:
+        return None
+    if any(t.is_name and fold(t.text) == fold(owners[0][0]) for t in tokenize(subquery)):
         return None
     alias, table = owners[0]
     found = table.column(name)

@@ -408,7 +408,7 @@ def _joinable(
         if operands is not None:  # (its reach prepares: a name it reads may be the select list's alias)
             reach = f"SELECT 1 FROM {outer} WHERE {also}{in_reach(operands, inner)}"
             operands = operands if _prepares(conn, reach) else None
-            uncorrelated = operands is not None and _prepares(conn, f"SELECT 1 {inner}")
+            uncorrelated = operands is not None and _prepares(conn, f"SELECT {operands[1]} {inner}")
         found.append(SubqueryReach(numbers, template, joinable, operands, uncorrelated))
     return tuple(found)
 

@@ -28,7 +28,7 @@ from matview.db import scalar
 from matview.errors import Error
 from matview.names import all_of, quote
 from matview.sql.sqltext import depth_walk, tokenize
-from matview.storage.schema import ROWID_KEY, ROWID_NAMES, TableInfo
+from matview.storage.schema import ROWID_KEY, TableInfo
 
 CAPTURE_EVENTS = (
     "before_insert",
@@ -148,15 +148,6 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
     same_values = all_of([same("", "old"), *(f"{c} IS old.{c} COLLATE BINARY" for c in user_columns)])
     already = all_of([same("p", "t0"), *(f"p.{c} IS t0.{c} COLLATE BINARY" for c in user_columns)])
     gone = f"NOT EXISTS (SELECT 1 FROM {t} AS t0 WHERE {same('t0', 'p')})"
-    # A row REPLACE deleted is logged by the statement's AFTER trigger; where that never fires
-    # (an FK cascade of the deletion deleted the row being written), by the cascade's AFTER DELETE
-    # (`vanished`: the preimage rows gone other than the one deleted now, by the preimage's rowid)
-    free = [alias for alias in ROWID_NAMES if alias not in {names.fold(c.name) for c in table.columns}]
-    log_vanished = forget_vanished = ""
-    if free:
-        vanished = f"SELECT p.{free[0]} FROM {pre} AS p WHERE NOT ({same('p', 'old')}) AND {gone}"
-        log_vanished = f"INSERT INTO {target} SELECT {row('p')}, -1 FROM {pre} AS p WHERE p.{free[0]} IN ({vanished});"
-        forget_vanished = f"DELETE FROM {pre} WHERE {free[0]} IN ({vanished});"
     took_key = same("p", "new")
     # A preimage row follows its row through updates (a user's trigger may update it between
     # capture and the REPLACE that deletes it). It takes the row's *current* image, not
@@ -213,8 +204,6 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
         END;
         CREATE TRIGGER IF NOT EXISTS {trg["deleted_preimage"]} AFTER DELETE ON {t}
         WHEN EXISTS (SELECT 1 FROM {pre}) BEGIN
-          {log_vanished}
-          {forget_vanished}
           DELETE FROM {pre} WHERE {same_values};
         END;
         """
@@ -273,6 +262,8 @@ def capture_is_stale(conn: apsw.Connection, table: TableInfo) -> bool:
     if logged != [(names.fold(c.name), c.decltype.upper()) for c in table.columns]:
         return True
     if unprobed_key(conn, table) is not None:
+        return True
+    if _unprobed_defaults(conn, table):
         return True
     # a key collating a column otherwise than the column: triggers made before that was kept
     expected = recollated_keys(table)
@@ -347,7 +338,8 @@ def unprobed_key(conn: apsw.Connection, table: TableInfo) -> tuple[str, ...] | N
     keys = [(ROWID_KEY,)] if table.has_rowid else [table.primary_key]
     keys += [k for k in table.unique_keys if k not in keys]
     for key in keys:
-        columns = {names.fold(table.rowid_name if c == ROWID_KEY else c) for c in key}
+        # (an INTEGER PRIMARY KEY is the rowid, which the triggers probe under its own name)
+        columns = {names.fold(table.rowid_name if c in (ROWID_KEY, table.ipk) else c) for c in key}
         if not any(group <= columns for group in probed):
             return key
     return None
@@ -363,7 +355,20 @@ def follow_new_keys(conn: apsw.Connection, tables: list[str], read: Callable[[st
             info = read(name)
         except Error:
             continue  # (the views over it say why at their next look: `Registry._validate`)
-        if unprobed_key(conn, info) is not None:
+        if capture_is_stale(conn, info):  # (a new key, or a key collating a column otherwise)
             for event in CAPTURE_EVENTS:
                 conn.execute(f"DROP TRIGGER IF EXISTS {quote(names.trigger(name, event))}")
             install_capture(conn, info)
+
+
+def _unprobed_defaults(conn: apsw.Connection, table: TableInfo) -> bool:
+    """Whether the capture triggers were made before a key column's NOT NULL DEFAULT was probed
+    (`coalesce(new.k, default)`, which REPLACE stores for a NULL)."""
+    keyed = {c for key in (table.primary_key, *table.unique_keys) for c in key}
+    if not any(column in keyed for column, _default in table.null_defaults):
+        return False
+    row = conn.execute(
+        "SELECT sql FROM main.sqlite_master WHERE type = 'trigger' AND name = ?",
+        (names.trigger(table.name, "before_insert"),),
+    ).fetchone()
+    return row is not None and "coalesce(new." not in str(row[0])
