@@ -103,6 +103,8 @@ def _read_as_declared(view: str, column: OutputColumn, aggregate: bool) -> str:
     kind = affinity(column.decltype)
     if column.is_cast and kind != "BLOB":
         expression = f"CAST({expression} AS {kind})"
+    elif column.no_affinity:  # (stored without a type, BLOB affinity: an expression's has none)
+        expression = f"+{expression}"
     if column.collation.upper() != "BINARY":
         expression = f"{expression} COLLATE {quote(column.collation)}"
     return f"{expression} AS {quote(column.name)}"
