@@ -18,6 +18,7 @@ itself), so a stale entry can never stand for a row that is gone.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import apsw
@@ -304,10 +305,11 @@ def recollated_keys(table: TableInfo) -> list[str]:
     return found
 
 
-def _probed_keys(trigger_sql: str) -> list[frozenset[str]] | None:
+@functools.lru_cache(maxsize=256)
+def _probed_keys(trigger_sql: str) -> tuple[frozenset[str], ...] | None:
     """The keys a BEFORE INSERT capture trigger probes for rows a REPLACE may delete: per OR'd
     term of its WHEN clause, the columns it compares with new's (folded); None where the text is
-    not as matview writes it."""
+    not as matview writes it. (Cached by text: every view over a table asks at each catalog load.)"""
     tokens = tokenize(trigger_sql)
     when = next((i for i, t in enumerate(tokens) if t.kind == TokenType.WHEN), len(tokens))
     start = next((i + 1 for i in range(when, len(tokens)) if tokens[i].kind == TokenType.WHERE), len(tokens))
@@ -321,7 +323,7 @@ def _probed_keys(trigger_sql: str) -> list[frozenset[str]] | None:
             groups.append(set())
         elif token.text.lower() == "new" and index + 2 < len(condition) and condition[index + 1].kind == TokenType.DOT:
             groups[-1].add(names.fold(condition[index + 2].text))
-    return [frozenset(g) for g in groups] if all(groups) else None
+    return tuple(frozenset(g) for g in groups) if all(groups) else None
 
 
 def unprobed_key(conn: apsw.Connection, table: TableInfo) -> tuple[str, ...] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -316,9 +317,11 @@ def read_table(conn: apsw.Connection, name: str) -> TableInfo:
     )
 
 
+@functools.lru_cache(maxsize=512)
 def _is_strict(create_sql: str) -> bool:
     """Whether a CREATE TABLE has the STRICT option (after its column list). Read from the
-    text: `pragma_table_list` connects every virtual table of the schema, matview's own too."""
+    text: `pragma_table_list` connects every virtual table of the schema, matview's own too.
+    (Cached by text: each view over a table reads it at every catalog load.)"""
     tokens = tokenize(create_sql)
     opening = next((i for i, t in enumerate(tokens) if t.kind == TokenType.L_PAREN), None)
     if opening is None:
