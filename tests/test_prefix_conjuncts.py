@@ -136,3 +136,54 @@ def test_a_dimension_write_reads_no_cross_product(tmp_path: Path) -> None:
     conn.apsw.set_progress_handler(None)
     assert len(steps) < 200  # (the cross product alone is 2,000,000 rows)
     assert sorted(conn.execute("SELECT * FROM q40")) == sorted(conn.execute(VIEWS["q40"]))
+
+
+@pytest.mark.parametrize(
+    "column, condition, right",
+    [
+        ('"fl ag"', '"fl ag" IS NULL', "r"),
+        ("a$b", "a$b IS NULL", "r"),
+        ("r€", "r€ IS NULL", "r"),
+        ('"1x"', '"1x" IS NULL', "r"),
+        ("v", '"my r".v IS NULL', 'r AS "my r"'),
+        ('"true"', "true IS NULL", "r"),
+    ],
+)
+def test_a_name_of_any_spelling_is_read(tmp_path: Path, column: str, condition: str, right: str) -> None:
+    """Hunt 50: a name that is no Python identifier (quoted with a space, `$`, `€`, a leading
+    digit; an alias so quoted) or the word TRUE naming a column was taken for no name, so a
+    conjunct on the padded table filtered its own reach: the row a deletion pads was missed."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    for sql in [
+        "CREATE TABLE f (id INTEGER PRIMARY KEY, d INT)",
+        f"CREATE TABLE r (fid INT, {column} INT)",
+        "CREATE TABLE d (d INTEGER PRIMARY KEY)",
+        "INSERT INTO f VALUES (1, 1)",
+        "INSERT INTO d VALUES (1)",
+        "INSERT INTO r VALUES (1, 1)",
+    ]:
+        conn.execute(sql)
+    alias = right.split(" AS ")[-1]
+    select = f"SELECT f.id FROM f LEFT JOIN {right} ON {alias}.fid = f.id, d WHERE f.d = d.d AND {condition}"
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")
+    conn.execute("DELETE FROM r")
+    assert conn.execute("SELECT * FROM v").fetchall() == conn.execute(select).fetchall() == [(1,)]
+
+
+def test_a_later_table_s_alias_of_any_spelling_is_not_in_an_earlier_prefix(tmp_path: Path) -> None:
+    """Hunt 50: a conjunct naming a table joined after r by an alias that is no Python identifier
+    was taken to read only f, and put in r's reach query, which lacks that table (CREATE failed)."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    for sql in [
+        "CREATE TABLE f (id INTEGER PRIMARY KEY, d INT)",
+        "CREATE TABLE r (fid INT, v INT)",
+        "CREATE TABLE d (d INTEGER PRIMARY KEY, y INT)",
+        "INSERT INTO f VALUES (1, 1)",
+        "INSERT INTO d VALUES (1, 5)",
+        "INSERT INTO r VALUES (1, 1)",
+    ]:
+        conn.execute(sql)
+    select = "SELECT f.id, r.v FROM f LEFT JOIN r ON r.fid = f.id, d AS d€ WHERE f.d = d€.d AND d€.y > 0"
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")
+    conn.execute("DELETE FROM r")
+    assert conn.execute("SELECT * FROM v").fetchall() == conn.execute(select).fetchall()

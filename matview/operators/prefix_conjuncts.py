@@ -20,7 +20,8 @@ from matview.plan import Plan, Template
 from matview.sql.from_items import OUTER_WORDS
 from matview.sql.sqltext import Token, split_conjuncts, tokenize
 
-#: words of an expression that are no name of a column
+#: words of an expression that are never the name of a column (TRUE and FALSE are, where a
+#: table has a column of that name: SQLite reads the column then)
 _NOT_COLUMNS = {
     TokenType.AND,
     TokenType.OR,
@@ -37,11 +38,10 @@ _NOT_COLUMNS = {
     TokenType.ELSE,
     TokenType.END,
     TokenType.ESCAPE,
-    TokenType.TRUE,
-    TokenType.FALSE,
     TokenType.COLLATE,
     TokenType.DISTINCT,
 }
+_LITERAL_WORDS = {TokenType.TRUE, TokenType.FALSE}
 
 
 def prefix_conjuncts(plan: Plan, occurrence: int, top: int) -> str:
@@ -79,10 +79,12 @@ def padded(template: Template, occurrence: int) -> bool:
 
 def _occurrences_read(tokens: list[Token], aliases: list[str], columns: list[set[str]]) -> set[int] | None:
     """The occurrences whose columns `tokens` read, or None where a name is not one column of
-    one of them (unknown, ambiguous, or a word this module does not know)."""
+    one of them (unknown, ambiguous, or a word this module does not know: any word not an
+    operator of an expression counts as a name, so that a conjunct is never taken to read less
+    than it does)."""
     read: set[int] = set()
     for index, token in enumerate(tokens):
-        if not token.text.isidentifier() or token.kind in _NOT_COLUMNS or not token.is_name:
+        if token.kind in _NOT_COLUMNS or not token.is_name:  # (a quoted identifier is one, a string never)
             continue
         after = tokens[index + 1].kind if index + 1 < len(tokens) else None
         before = tokens[index - 1].kind if index else None
@@ -94,6 +96,8 @@ def _occurrences_read(tokens: list[Token], aliases: list[str], columns: list[set
             read.add(aliases.index(fold(token.text)))
             continue
         owners = [k for k, names in enumerate(columns) if fold(token.text) in names]
+        if token.kind in _LITERAL_WORDS and not owners:
+            continue  # (TRUE, FALSE: a literal where no table has such a column)
         if len(owners) != 1:
             return None
         read.add(owners[0])
