@@ -84,7 +84,11 @@ def _occurrences_read(tokens: list[Token], aliases: list[str], columns: list[set
     than it does)."""
     read: set[int] = set()
     for index, token in enumerate(tokens):
-        if token.kind in _NOT_COLUMNS or not token.is_name:  # (a quoted identifier is one, a string never)
+        if token.kind in _NOT_COLUMNS:
+            if any(fold(token.text) in names for names in columns):
+                return None  # (a keyword some table has a column named by: SQLite may read it so)
+            continue
+        if not token.is_name:  # (a quoted identifier is one, a string never)
             continue
         after = tokens[index + 1].kind if index + 1 < len(tokens) else None
         before = tokens[index - 1].kind if index else None
