@@ -21,7 +21,6 @@ from matview.names import is_node, quote, view_table
 from matview.registry import View
 from matview.storage import readable
 from matview.storage.capture import follow_new_keys
-from matview.storage.schema import read_table
 from matview.subscriptions import Subscriptions
 from matview_ext import statements
 
@@ -132,7 +131,7 @@ class ViewStatements(Subscriptions):
             if self.apsw.txn_state("main") == apsw.SQLITE_TXN_WRITE:
                 # a new UNIQUE index: the capture probes it too, before any write could miss a row
                 tables = list(dict.fromkeys(t for v in self.registry.views.values() for t in v.entry.base_tables))
-                follow_new_keys(self.apsw, tables, lambda name: read_table(self.apsw, name))
+                follow_new_keys(self.apsw, tables)
                 with self._rebuilds_recorded():
                     replan.keep_views_readable(self.apsw, self.registry)
         self.registry.sync_shadows()

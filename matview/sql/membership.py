@@ -210,13 +210,12 @@ def correlated_membership(
     conn: apsw.Connection,
     operands: Membership,
     outer: Sequence[tuple[str, TableInfo]],
-    own_aliases: Sequence[str],
     subquery: str,
     has_where: bool,
 ) -> str | None:
     """The conjunct `x = col` (x qualified by its outer table) that makes `subquery` (the text of
     `x IN (subquery)`, a whole WHERE conjunct) search its table per outer row, or None where x is
-    not one outer table's column, an alias of the subquery's would hide it, or SQLite would
+    not one outer table's column, a name inside the subquery could hide it, or SQLite would
     still scan (the subquery's tables unindexed for it: each outer row would cost a scan)."""
     lhs, column = operands
     reference = column_reference(tokenize(lhs))
@@ -228,11 +227,10 @@ def correlated_membership(
         for alias, table in outer
         if (fold(alias) == fold(qualifier) if qualifier else True) and table.column(name) is not None
     ]
-    # (the outer alias named anywhere inside — a derived table, a CTE or a view inlined there under
-    # that alias, a table of that name — could bind `alias.x` inside the subquery)
-    if len(owners) != 1 or fold(owners[0][0]) in {fold(a) for a in own_aliases}:
-        return None
-    if any(t.is_name and fold(t.text) == fold(owners[0][0]) for t in tokenize(subquery)):
+    # (the outer alias named anywhere inside — an alias of the subquery's own tables, a derived
+    # table, a CTE or a view inlined there under that alias, a table of that name — could bind
+    # `alias.x` inside the subquery)
+    if len(owners) != 1 or any(t.is_name and fold(t.text) == fold(owners[0][0]) for t in tokenize(subquery)):
         return None
     alias, table = owners[0]
     found = table.column(name)

@@ -204,8 +204,7 @@ def _split(
             if has_where:  # (its condition parenthesized: `a OR b AND x = col` would bind otherwise)
                 where_at = tokens[stop + 1].start - token.start
                 subquery = f"{subquery[:where_at]}({subquery[where_at:]})"
-            own_aliases = [item.alias for item in items]
-            condition = correlated_membership(conn, operands, outer, own_aliases, subquery, has_where)
+            condition = correlated_membership(conn, operands, outer, subquery, has_where)
             if condition is not None:
                 tail = f") AND {condition}" if has_where else f" WHERE {condition}"
                 splices += [(tokens[stop + 1].start, "(")] if has_where else []

@@ -19,7 +19,6 @@ itself), so a stale entry can never stand for a row that is gone.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 
 import apsw
 from sqlglot.tokens import TokenType
@@ -29,7 +28,7 @@ from matview.db import scalar
 from matview.errors import Error
 from matview.names import all_of, quote
 from matview.sql.sqltext import depth_walk, tokenize
-from matview.storage.schema import ROWID_KEY, TableInfo
+from matview.storage.schema import ROWID_KEY, TableInfo, read_table
 
 CAPTURE_EVENTS = (
     "before_insert",
@@ -123,8 +122,7 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
             return f"coalesce(new.{quote(column)}, ({defaults[column]}))"
         return qualified(alias, quote(column))
 
-    keys = [(ROWID_KEY,)] if table.has_rowid else [table.primary_key]
-    keys += [k for k in table.unique_keys if k not in keys]
+    keys = _conflict_keys(table)
 
     def conflicts(alias: str) -> str:
         """`alias`'s row shares a unique key with new (NULLs never conflict)."""
@@ -213,8 +211,7 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
 
 def remove_capture(conn: apsw.Connection, table: str) -> None:
     """Drop the triggers and logs of `table` once no view reads it."""
-    for event in CAPTURE_EVENTS:
-        conn.execute(f"DROP TRIGGER IF EXISTS {quote(names.trigger(table, event))}")
+    _drop_triggers(conn, table)
     conn.execute(f"DROP TABLE IF EXISTS {quote(names.delta_table(table))}")
     conn.execute(f"DROP TABLE IF EXISTS {quote(names.preimage_table(table))}")
 
@@ -262,19 +259,30 @@ def capture_is_stale(conn: apsw.Connection, table: TableInfo) -> bool:
     ][2:-1]  # (less the sequence number, the rowid and the weight)
     if logged != [(names.fold(c.name), c.decltype.upper()) for c in table.columns]:
         return True
-    if unprobed_key(conn, table) is not None:
-        return True
-    if _unprobed_defaults(conn, table):
+    trigger = _before_insert_sql(conn, table.name)
+    if trigger is not None and (_unprobed(table, trigger) is not None or _defaults_unprobed(table, trigger)):
         return True
     # a key collating a column otherwise than the column: triggers made before that was kept
     expected = recollated_keys(table)
     if not expected:
         return False
+    return trigger is None or not all(fragment in trigger for fragment in expected)
+
+
+def _conflict_keys(table: TableInfo) -> list[tuple[str, ...]]:
+    """The keys a REPLACE may delete a row of `table` by: its rowid (or a WITHOUT ROWID table's
+    primary key), then each unique key."""
+    keys = [(ROWID_KEY,)] if table.has_rowid else [table.primary_key]
+    return keys + [k for k in table.unique_keys if k not in keys]
+
+
+def _before_insert_sql(conn: apsw.Connection, table: str) -> str | None:
+    """The text of `table`'s BEFORE INSERT capture trigger (the one probing for conflicts)."""
     row = conn.execute(
         "SELECT sql FROM main.sqlite_master WHERE type = 'trigger' AND name = ?",
-        (names.trigger(table.name, "before_insert"),),
+        (names.trigger(table, "before_insert"),),
     ).fetchone()
-    return row is None or not all(fragment in str(row[0]) for fragment in expected)
+    return None if row is None else str(row[0])
 
 
 def _collate(collation: str, declared: str) -> str:
@@ -328,18 +336,18 @@ def _probed_keys(trigger_sql: str) -> tuple[frozenset[str], ...] | None:
 
 def unprobed_key(conn: apsw.Connection, table: TableInfo) -> tuple[str, ...] | None:
     """A unique key of `table` its capture triggers do not probe (a UNIQUE index made after
-    them): a REPLACE that deletes a row through it would go unlogged. A key is probed where
-    the triggers compare a part of it (equal on the key, a row is equal on that part)."""
-    row = conn.execute(
-        "SELECT sql FROM main.sqlite_master WHERE type = 'trigger' AND name = ?",
-        (names.trigger(table.name, "before_insert"),),
-    ).fetchone()
-    probed = _probed_keys(str(row[0])) if row is not None else None
+    them): a REPLACE that deletes a row through it would go unlogged."""
+    trigger = _before_insert_sql(conn, table.name)
+    return None if trigger is None else _unprobed(table, trigger)
+
+
+def _unprobed(table: TableInfo, trigger: str) -> tuple[str, ...] | None:
+    """The first key of `table` the BEFORE INSERT trigger `trigger` does not probe. A key is
+    probed where the trigger compares a part of it (equal on the key, a row is equal on that part)."""
+    probed = _probed_keys(trigger)
     if probed is None:
         return None
-    keys = [(ROWID_KEY,)] if table.has_rowid else [table.primary_key]
-    keys += [k for k in table.unique_keys if k not in keys]
-    for key in keys:
+    for key in _conflict_keys(table):
         # (an INTEGER PRIMARY KEY is the rowid, which the triggers probe under its own name)
         columns = {names.fold(table.rowid_name if c in (ROWID_KEY, table.ipk) else c) for c in key}
         if not any(group <= columns for group in probed):
@@ -347,30 +355,28 @@ def unprobed_key(conn: apsw.Connection, table: TableInfo) -> tuple[str, ...] | N
     return None
 
 
-def follow_new_keys(conn: apsw.Connection, tables: list[str], read: Callable[[str], TableInfo]) -> None:
+def follow_new_keys(conn: apsw.Connection, tables: list[str]) -> None:
     """Re-make the capture triggers of those `tables` that gained a unique key since (a CREATE
     UNIQUE INDEX this connection just ran: no write came between, so no view missed a row)."""
     for name in tables:
         if not capture_installed(conn, name):
             continue
         try:
-            info = read(name)
+            info = read_table(conn, name)
         except Error:
-            continue  # (the views over it say why at their next look: `Registry._validate`)
+            continue  # (the views over it say why at their next look: `view_health.view_problem`)
         if capture_is_stale(conn, info):  # (a new key, or a key collating a column otherwise)
-            for event in CAPTURE_EVENTS:
-                conn.execute(f"DROP TRIGGER IF EXISTS {quote(names.trigger(name, event))}")
+            _drop_triggers(conn, name)
             install_capture(conn, info)
 
 
-def _unprobed_defaults(conn: apsw.Connection, table: TableInfo) -> bool:
-    """Whether the capture triggers were made before a key column's NOT NULL DEFAULT was probed
-    (`coalesce(new.k, default)`, which REPLACE stores for a NULL)."""
+def _drop_triggers(conn: apsw.Connection, table: str) -> None:
+    for event in CAPTURE_EVENTS:
+        conn.execute(f"DROP TRIGGER IF EXISTS {quote(names.trigger(table, event))}")
+
+
+def _defaults_unprobed(table: TableInfo, trigger: str) -> bool:
+    """Whether the BEFORE INSERT trigger `trigger` was made before a key column's NOT NULL
+    DEFAULT was probed (`coalesce(new.k, default)`, which REPLACE stores for a NULL)."""
     keyed = {c for key in (table.primary_key, *table.unique_keys) for c in key}
-    if not any(column in keyed for column, _default in table.null_defaults):
-        return False
-    row = conn.execute(
-        "SELECT sql FROM main.sqlite_master WHERE type = 'trigger' AND name = ?",
-        (names.trigger(table.name, "before_insert"),),
-    ).fetchone()
-    return row is not None and "coalesce(new." not in str(row[0])
+    return any(column in keyed for column, _default in table.null_defaults) and "coalesce(new." not in trigger

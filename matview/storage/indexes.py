@@ -256,7 +256,7 @@ def guard_rowids(conn: apsw.Connection, table: str) -> str:
     """The name of matview's index keeping `table`'s rowids, made where it is missing. An index
     of that name on another table (this one was renamed away, another made under its name) is
     replaced. Views that listed it while it was gone may have lost their rowids to a VACUUM
-    meanwhile: they stay broken until their own REFRESH (`Registry._validate` saw them broken
+    meanwhile: they stay broken until their own REFRESH (`view_health.view_problem` saw them broken
     until now; the index made here would hide it)."""
     name = names.rowid_guard_index(table)
     on = index_table(conn, name)
