@@ -55,7 +55,8 @@ FALL_BACK_TO_WHOLE = True
 
 #: the markers a whole recompute answers, and why (the view's `explain()` shows it)
 HEALED = {
-    TIED: "MIN/MAX tied between equal values of different types (1 and 1.0): SQLite returns the one its scan "
+    TIED: "MIN/MAX tied between equal values of different types (1 and 1.0) or signs (-0.0 and 0.0): SQLite "
+    "returns the one its scan "
     "meets first",
     VARIANT_DEPENDENT: "a GROUP BY or DISTINCT value has several spellings SQLite calls equal ('a' and 'A' under "
     "NOCASE, 1 and 1.0 untyped): SQLite shows the one its scan meets first",

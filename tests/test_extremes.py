@@ -29,7 +29,7 @@ skipped (not sent to matview), so the randomized lanes only compare answers SQLi
 order. Such order-dependent cases are in `test_order_dependent_sums_refused_on_read`: the
 contract is that reading such a view raises `matview.Error` (README, Semantics).
 
-Tests marked xfail stand for a finding still open (F5 invalid UTF-8 text, F6 -0.0 in MIN/MAX,
+Tests marked xfail stand for a finding still open (F5 invalid UTF-8 text,
 F7 exact rounding vs SQLite's compensated sum, F11 REAL and INTEGER -2**63 in one column;
 F8, the deferred read heuristic, is fixed); each deterministic test's docstring describes its
 bug. F1-F4 were fixed and their tests are plain tests now. oracle.bag cannot
@@ -878,20 +878,64 @@ def signed(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return [tuple((v, math.copysign(1.0, v)) if isinstance(v, float) else v for v in row) for row in rows]
 
 
-@pytest.mark.xfail(reason="F6: MIN/MAX keep -0.0 and 0.0 in one ordered-state entry showing the first", strict=False)
-def test_f6_min_max_signed_zero(tmp_path):
-    """-0.0 = 0.0 in SQLite, and its MIN/MAX show the value of a remaining row; matview kept
-    showing the deleted -0.0 (visible to clients: apsw returns -0.0; oracle.bag cannot tell)."""
+@pytest.mark.fall_back_to_whole
+@pytest.mark.parametrize("populated", [False, True])
+def test_f6_min_max_signed_zero(tmp_path, populated):
+    """(F6, fixed.) -0.0 = 0.0 in SQLite, and its MIN/MAX show the value of a remaining row;
+    matview kept showing a deleted -0.0 (visible to clients: apsw returns -0.0; oracle.bag
+    cannot tell). -0.0 is an ordered-state entry of its own; the two tied at the extreme, SQLite
+    shows the one its scan meets first, so the view is recomputed whole, as for 1 and 1.0.
+    `populated`: the rows are there before CREATE (its entries written set at a time, in SQL)."""
+    steps = [
+        "INSERT INTO t (u) VALUES (-0.0)",
+        "INSERT INTO t (u) VALUES (0.0)",
+        "DELETE FROM t WHERE id = 1",
+        "INSERT INTO t (u) VALUES (-0.0)",
+        "DELETE FROM t WHERE id = 2",
+        "UPDATE t SET u = 0.0",
+        "UPDATE t SET u = -0.0",
+    ]
     for mode in ("immediate", "deferred"):
-        conn = matview.connect(str(tmp_path / f"{mode}.sqlite"))
-        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, u)")
-        conn.execute(f"CREATE MATERIALIZED VIEW v WITH (maintenance = '{mode}') AS SELECT MIN(u), MAX(u) FROM t")
-        for sql in ["INSERT INTO t (u) VALUES (-0.0)", "INSERT INTO t (u) VALUES (0.0)", "DELETE FROM t WHERE id = 1"]:
+        conn = matview.connect(str(tmp_path / f"{mode}-{populated}.sqlite"))
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, u, g INT DEFAULT 1)")
+        create = (
+            f"CREATE MATERIALIZED VIEW v WITH (maintenance = '{mode}') AS SELECT g, MIN(u), MAX(u) FROM t GROUP BY g"
+        )
+        if not populated:
+            conn.execute(create)
+        for index, sql in enumerate(steps):
             conn.execute(sql)
+            if populated and index < 2:
+                if index == 1:
+                    conn.execute(create)
+                continue
             got = signed(conn.execute("SELECT * FROM v").fetchall())
-            want = signed(conn.execute("SELECT MIN(u), MAX(u) FROM t").fetchall())
+            want = signed(conn.execute("SELECT g, MIN(u), MAX(u) FROM t GROUP BY g").fetchall())
             assert got == want, f"after {sql}: {got} != {want}"
         conn.close()
+
+
+def test_f6_signed_zero_alone_stays_incremental(tmp_path):
+    """A group whose extreme is -0.0 alone (or 0.0 alone) is no tie: maintained, sign kept,
+    whether its entry was written by CREATE (set at a time, in SQL) or by a fold."""
+    conn = matview.connect(str(tmp_path / "db.sqlite"))
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, g INT, u)")
+    conn.execute("INSERT INTO t (g, u) VALUES (1, -0.0), (1, 5), (2, 0.0), (2, -3), (3, -0.0)")
+    conn.execute("CREATE MATERIALIZED VIEW v AS SELECT g, MIN(u), MAX(u) FROM t GROUP BY g")
+    select = "SELECT g, MIN(u), MAX(u) FROM t GROUP BY g ORDER BY g"
+    for sql in [
+        "UPDATE t SET u = 7 WHERE g = 2 AND u = -3",
+        "DELETE FROM t WHERE g = 1 AND u = 5",
+        "INSERT INTO t (g, u) VALUES (4, -0.0)",
+        "DELETE FROM t WHERE g = 3",
+        "INSERT INTO t (g, u) VALUES (3, -0.0)",
+        "UPDATE t SET u = -0.0 WHERE g = 2",
+    ]:
+        conn.execute(sql)
+        want = signed(conn.execute(select).fetchall())
+        assert signed(conn.execute("SELECT * FROM v ORDER BY g").fetchall()) == want, sql
+    assert "recomputed whole" not in conn.view("v").explain()
+    conn.close()
 
 
 @pytest.mark.xfail(

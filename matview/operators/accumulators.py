@@ -40,7 +40,8 @@ VARIANT_DEPENDENT = b"\x00matview: variant"
 RESULT_ERRORS = {
     OVERFLOW: "integer overflow (as its SELECT would raise)",
     TIED: (
-        "MIN/MAX is tied between equal values of different types (1 and 1.0), and SQLite returns the one "
+        "MIN/MAX is tied between equal values of different types (1 and 1.0) or signs (-0.0 and 0.0), and "
+        "SQLite returns the one "
         "its scan meets first; matview does not guess (use a typed column, or CAST the argument)"
     ),
     VARIANT_DEPENDENT: (
@@ -386,13 +387,14 @@ def _compare_terms(a: Sequence[Any], b: Sequence[Any], terms: tuple[tuple[int, b
 
 
 def _ties(value: Any, current: Any) -> bool:
-    """Whether two numbers are equal but of different storage classes (1 and 1.0)."""
+    """Whether two numbers are equal but of different storage classes (1 and 1.0), or zeros
+    of two signs (-0.0 and 0.0)."""
     return (
         current is not None
         and type(value) in (int, float)
         and type(current) in (int, float)
-        and type(value) is not type(current)
         and value == current
+        and storage_kind(value) != storage_kind(current)
     )
 
 

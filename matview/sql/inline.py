@@ -13,9 +13,14 @@ Each expression stays the user's own text. Two semantic details are kept:
   written in its expression is explicit once substituted, and explicit wins a comparison.
   A reference to such a column is refused rather than risk another comparison result.
 
-Only inner joins are flattened (an outer join's padded side would need SQLite's NULL-row
-wrapping), and only select-project-join bodies: an aggregating, DISTINCT or LIMITed
-derived table is refused by name. A query with nothing to inline is returned unchanged.
+Inner joins are flattened. A LEFT JOIN of the view's own FROM clause stays a LEFT JOIN, its
+item's conditions (the derived table's WHERE, the ON, USING's equalities) its ON: `c LEFT
+JOIN (SELECT k, v FROM t WHERE p) s ON q` is `c LEFT JOIN t ON q AND p`, both padding c's
+unmatched rows with NULLs — when the derived table reads one table and its columns are that
+table's columns (an expression would not be NULL on a padded row). RIGHT and FULL JOINs
+beside a derived table, and outer joins inside one, are refused (the nodes pass makes the
+latter nodes). Only select-project-join bodies are flattened: an aggregating, DISTINCT or
+LIMITed derived table is refused by name. A query with nothing to inline is returned unchanged.
 """
 
 from __future__ import annotations
@@ -105,7 +110,13 @@ def inline_query(conn: apsw.Connection, sql: str) -> Inlined:
     if not inliner.needs_flattening(sql, {}):
         return Inlined(strip_with(sql))
     level = inliner.level(sql, {}, "", None)
-    sources = ", ".join(s for item in level.items for s in item.sources)
+    sources = ""
+    for item in level.items:
+        for source in item.sources:
+            if item.left_on is not None:
+                sources += f" LEFT JOIN {source} ON {item.left_on}"
+            else:
+                sources += f"{', ' if sources else ''}{source}"
     conditions = [c for item in level.items for c in item.conditions] + level.conditions
     select = ", ".join(f"{c.text} AS {quote(c.name)}" if c.name else c.text for c in level.columns)
     where = " WHERE " + " AND ".join(f"({c})" for c in conditions) if conditions else ""
@@ -197,18 +208,29 @@ class _Inliner:
         self._refuse_other_subqueries(sql, tokens, clauses)
         items: list[Item] = []
         conditions: list[str] = []
-        ons: list[Span] = []
+        ons: list[tuple[int, Span]] = []  # ON conditions, by the position of their item
         references = read_from_items(sql, list(clauses.from_.tokens), check=True)
+        # LEFT JOINs stay joins of the top level (below); RIGHT and FULL JOINs are refused
+        left_only = context is None and not any(
+            t.kind in (TokenType.RIGHT, TokenType.FULL) for r in references for t in r.joined_by
+        )
+        left_ons: dict[int, list[str]] = {}  # a LEFT JOINed item's conditions, by its position
         for reference in references:
-            if any(t.kind in OUTER_WORDS for t in reference.joined_by):
+            left_joined = any(t.kind in OUTER_WORDS for t in reference.joined_by)
+            if left_joined and not left_only:
                 # (named as the user wrote it: the derived table, not an internal node beside it)
                 derived = [r for r in references if self._is_derived(r, ctes)]
                 raise UnsupportedQuery(
                     f"an outer join with a FROM-subquery, CTE or view{where} is not supported yet (one that "
-                    "aggregates, or keeps its one table's primary key among its columns, is): "
+                    "aggregates, or keeps its one table's primary key among its columns, is; so is a LEFT "
+                    "JOIN of the view's own FROM clause): "
                     f"{(derived[0] if derived else reference).text}"
                 )
             item = self._item(reference, ctes, prefix, depth)
+            if left_joined:
+                _refuse_padded(item, reference)
+                left_ons[len(items)] = item.conditions
+                item.conditions = []
             natural = any(t.kind == TokenType.NATURAL for t in reference.joined_by)
             merged = reference.using or []
             if natural:
@@ -221,11 +243,11 @@ class _Inliner:
                     raise Error(f"cannot join using column {name} - column not present in both tables")
                 refuse_collated(left, name)
                 refuse_collated(right, name)
-                conditions.append(f"{left.text} = {right.text}")
+                left_ons.get(len(items), conditions).append(f"{left.text} = {right.text}")
                 item.hidden.add(fold(name))
-            items.append(item)
             if reference.on is not None:
-                ons.append(reference.on)
+                ons.append((len(items), reference.on))
+            items.append(item)
         # ON conditions, WHERE, GROUP BY, HAVING: column references rewritten
         try:
             tree = parse_sqlite(sql)
@@ -241,8 +263,10 @@ class _Inliner:
         # SQLite lets WHERE, ON, GROUP BY and HAVING name a select-list alias (a column wins)
         aliases = {fold(c.name): c.text for c, is_alias in named if is_alias}
         resolve_leftovers(sql, [u for u in unresolved if u not in in_select], aliases, replacements)
-        for on in ons:
-            conditions.append(rewrite(sql, on, replacements))
+        for position, on in ons:
+            left_ons.get(position, conditions).append(rewrite(sql, on, replacements))
+        for position, on_conditions in left_ons.items():
+            items[position].left_on = " AND ".join(f"({c})" for c in on_conditions) or "1"
         if clauses.where:
             conditions.append(rewrite(sql, clauses.where, replacements))
         columns = [column for column, _ in named]
@@ -374,4 +398,20 @@ class _Inliner:
             what=what,
             group=level.group,
             having=level.having,
+        )
+
+
+def _refuse_padded(item: Item, reference: FromItem) -> None:
+    """A LEFT JOINed item must be one table whose columns are its columns: a padded row is
+    NULL in each, as the derived table's row would be."""
+    if len(item.sources) != 1 or item.group is not None:
+        raise UnsupportedQuery(
+            f"a LEFT JOIN of {item.what or reference.text} with several tables is not supported yet "
+            f"(join them inside by LEFT JOINs of the view's FROM clause): {reference.text}"
+        )
+    expression = next((c for c in item.columns if not is_bare(c.text)), None)
+    if expression is not None:
+        raise UnsupportedQuery(
+            f"a LEFT JOIN of {item.what} with a column that is an expression ({expression.name}) is not "
+            f"supported yet: a row it pads would show the expression, not NULL: {reference.text}"
         )

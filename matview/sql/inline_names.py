@@ -39,6 +39,7 @@ class Item:
     group: list[str] | None = None  # an aggregating derived table: its GROUP BY terms…
     having: list[str] = field(default_factory=list)  # …and its HAVING conditions
     what: str = ""  # how messages name it ("CTE c")
+    left_on: str | None = None  # LEFT JOINed: its ON condition, rewritten (`sources` is one table)
 
     def column(self, name: str) -> Column | None:
         lowered = fold(name)

@@ -13,7 +13,8 @@ view and its nodes fold together, and are dropped and refreshed together.
 Left alone (the inline pass merges or refuses them): an aggregating derived table read alone
 by an outer query that neither aggregates nor has a subquery (merged into one aggregate), derived tables with
 LIMIT, a window or a set operation, a derived table in an outer join that neither aggregates nor
-is DISTINCT, and any query with a set operation.
+is DISTINCT (LEFT JOINed, it is a LEFT JOIN of its table once inlined) unless it keeps its table's
+key (then a DISTINCT node), and any query with a set operation.
 """
 
 from __future__ import annotations
@@ -355,7 +356,7 @@ def _from_nodes(
         if not (distinct or subquery or compound or keyed or nested or inside_outer or (aggregates and again)):
             continue
         if outer and not (aggregates or distinct or keyed):
-            continue  # (a select-project-join one without its table's key: refused by the inline pass, by name)
+            continue  # (a select-project-join one: a LEFT JOIN of its table once inlined, or refused there)
         if keyed:
             # a select-project-join one that keeps its table's key has rows that never repeat: as
             # a DISTINCT node (the same rows) it is joined as a grouped one is, per row of the first

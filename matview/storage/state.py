@@ -12,6 +12,7 @@ so reads never write and both paths compute identical results.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,15 +37,20 @@ def sqlite_order(value: Any) -> tuple[int, Any]:
 
 UNKNOWN = -1  # persisted weight of an entry changed by `add`, which never reads it
 
+#: `storage_kind`'s codes of numbers (3 text, 4 blob): -0.0 is a REAL of its own (SQLite's
+#: `atan2(v, -1)` is the one built-in that tells its sign)
+STORAGE_KIND_INTEGER, STORAGE_KIND_REAL, STORAGE_KIND_NEGATIVE_ZERO = 1, 2, 5
+NUMERIC_KINDS = (STORAGE_KIND_INTEGER, STORAGE_KIND_REAL, STORAGE_KIND_NEGATIVE_ZERO)
+
 
 def storage_kind(value: Any) -> int:
     """The storage class of a value as the `kind` of an exact ordered-state entry. MIN/MAX
-    keep `3` and `3.0` apart (SQLite shows whichever remains); DISTINCT entries use kind 0,
-    merging values SQLite calls equal."""
+    keep `3` and `3.0` apart (SQLite shows whichever remains), and `-0.0` from `0.0` (equal,
+    but a client sees the sign); DISTINCT entries use kind 0, merging values SQLite calls equal."""
     if isinstance(value, int):
-        return 1
+        return STORAGE_KIND_INTEGER
     if isinstance(value, float):
-        return 2
+        return STORAGE_KIND_NEGATIVE_ZERO if value == 0 and math.copysign(1.0, value) < 0 else STORAGE_KIND_REAL
     return 3 if isinstance(value, str) else 4
 
 
@@ -54,8 +60,10 @@ _ENTRY = "operator_id = ? AND key = ? AND ord = ? AND kind = ?"  # one ordered-s
 TIED = b"\x00matview: extreme tied across types"
 
 #: the same, in SQL, for entries written set at a time
-STORAGE_KIND_INTEGER, STORAGE_KIND_REAL = 1, 2  # (`storage_kind`'s codes: 3 text, 4 blob)
-STORAGE_KIND_SQL = "CASE typeof({v}) WHEN 'integer' THEN 1 WHEN 'real' THEN 2 WHEN 'text' THEN 3 ELSE 4 END"
+STORAGE_KIND_SQL = (
+    "CASE typeof({v}) WHEN 'integer' THEN 1 WHEN 'real' THEN "
+    "CASE WHEN {v} = 0 AND atan2({v}, -1) < 0 THEN 5 ELSE 2 END WHEN 'text' THEN 3 ELSE 4 END"
+)
 
 
 class _Entry:
@@ -159,7 +167,7 @@ class StateStore:
         for ord_, other in found[1:]:
             if _better(ord_, best, descending):
                 best, kind = ord_, other
-        numeric = (STORAGE_KIND_INTEGER, STORAGE_KIND_REAL)  # (a DISTINCT aggregate's own entries have kind 0)
+        numeric = NUMERIC_KINDS  # (a DISTINCT aggregate's own entries have kind 0)
         if kind in numeric and any(ord_ == best and other in numeric and other != kind for ord_, other in found):
             return TIED
         return best
