@@ -26,6 +26,7 @@ from matview.plan import OutputColumn
 from matview.registry import Registry, View
 from matview.sql.clock import refuse_clock_handed_on
 from matview.sql.frontend import Compiled, compile_select
+from matview.sql.nested_joins import unnest_leading_joins
 from matview.sql.nodes import extract_nodes
 from matview.sql.validate import drop_main_qualifiers, refuse_index_hints, spell_distinct_from
 from matview.sql.whole import compile_whole, untracked_reads, whole_construct, whole_construct_inside, whole_tree
@@ -228,7 +229,7 @@ def _compile_with_nodes(
     exactly, refused with it)."""
     refuse_index_hints(sql)
     refuse_clock_handed_on(conn, sql)  # (here once: every path below, whole recompute too, stands on it)
-    sql = spell_distinct_from(sql)
+    sql = unnest_leading_joins(spell_distinct_from(sql))
     if whole_reason is not None:
         try:
             plan, source = compile_whole(conn, sql, whole_reason)
