@@ -49,6 +49,15 @@ VIEWS = {
     "JOIN (SELECT a, b FROM w WHERE b <> 'q') y ON y.a = c.id",
     "anti_join": "SELECT c.id, c.name FROM c LEFT JOIN (SELECT cid FROM o WHERE amount > 5) x ON x.cid = c.id "
     "WHERE x.cid IS NULL",
+    # columns that are expressions: NULL on a padded row (`CASE WHEN <rowid> IS NULL …`)
+    "expressions": "SELECT c.id, x.flag, x.twice, x.label, x.flag IS NULL AS missing FROM c "
+    "LEFT JOIN (SELECT cid, 1 AS flag, amount * 2 AS twice, upper(day) || u AS label FROM o WHERE u IS NOT NULL) x "
+    "ON x.cid = c.id",
+    "expressions_grouped": "SELECT c.name, count(x.flag), sum(x.twice), max(x.label) FROM c "
+    "LEFT JOIN (SELECT cid, 'y' AS flag, amount * 2 AS twice, day || '!' AS label FROM o) x ON x.cid = c.id "
+    "AND x.twice > 3 GROUP BY c.name",
+    "expression_on_without_rowid": "SELECT c.id, y.half FROM c LEFT JOIN (SELECT a, v / 2.0 AS half FROM w) y "
+    "ON y.a = c.id",
     "beside_aggregate": "SELECT x.name, t.total FROM (SELECT id, name FROM c) x "
     "LEFT JOIN (SELECT cid, sum(amount) AS total FROM o GROUP BY cid) t ON t.cid = x.id",
 }
@@ -102,9 +111,12 @@ def test_inlined_left_join_is_maintained_not_recomputed(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("select", "words"),
     [
-        # a column that is an expression would show its value on a padded row, not NULL
-        ("SELECT c.id, x.flag FROM c LEFT JOIN (SELECT cid, 1 AS flag FROM o) x ON x.cid = c.id", "expression"),
-        ("SELECT c.id, x.d FROM c LEFT JOIN (SELECT cid, amount * 2 AS d FROM o) x ON x.cid = c.id", "expression"),
+        # a CAST or unary plus of a column keeps the column's collation or has an affinity: CASE would not
+        (
+            "SELECT c.id, x.t FROM c LEFT JOIN (SELECT cid, CAST(amount AS TEXT) AS t FROM o) x ON x.t = c.id",
+            "expression",
+        ),
+        ("SELECT c.id, x.k FROM c LEFT JOIN (SELECT cid, +k AS k FROM n3) x ON x.k = c.name", "expression"),
         # two tables inside
         (
             "SELECT c.id, x.v FROM c LEFT JOIN (SELECT o.cid, w.v FROM o JOIN w ON w.a = o.cid) x ON x.cid = c.id",

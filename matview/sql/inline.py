@@ -228,7 +228,7 @@ class _Inliner:
                 )
             item = self._item(reference, ctes, prefix, depth)
             if left_joined:
-                _refuse_padded(item, reference)
+                _pad_like_sqlite(item, reference)
                 left_ons[len(items)] = item.conditions
                 item.conditions = []
             natural = any(t.kind == TokenType.NATURAL for t in reference.joined_by)
@@ -365,7 +365,10 @@ class _Inliner:
         qualifier = quote(final)
         columns = [Column(c.name, f"{qualifier}.{quote(c.name)}") for c in table.columns]
         rowid = f"{qualifier}.{table.rowid_name}" if table.has_rowid else None
-        return Item(alias, columns, rowid, sources=[f"main.{quote(table.name)} AS {qualifier}"])
+        # never NULL on a row of the table, NULL on a row a LEFT JOIN pads (WITHOUT ROWID: its key
+        # is NOT NULL); a materialized view read as a source has none
+        marker = None if table.materialized else rowid or f"{qualifier}.{quote(table.primary_key[0])}"
+        return Item(alias, columns, rowid, sources=[f"main.{quote(table.name)} AS {qualifier}"], marker=marker)
 
     def _sqlite_names(self, body: str, ctes: dict[str, Cte]) -> tuple[str, ...]:
         """The names SQLite gives a derived table's columns (`x`, `x:1` for a repeat, `k` for
@@ -398,20 +401,41 @@ class _Inliner:
             what=what,
             group=level.group,
             having=level.having,
+            marker=level.items[0].marker if len(level.items) == 1 else None,
         )
 
 
-def _refuse_padded(item: Item, reference: FromItem) -> None:
-    """A LEFT JOINed item must be one table whose columns are its columns: a padded row is
-    NULL in each, as the derived table's row would be."""
+def _pad_like_sqlite(item: Item, reference: FromItem) -> None:
+    """A LEFT JOINed item must be one table: a row it pads is NULL in each of its columns, as
+    the derived table's row would be. A column that is an expression is written `CASE WHEN
+    <marker> IS NULL THEN NULL ELSE <expression> END` (`Item.marker`: NULL on a padded row
+    only), which SQLite gives the same affinity (none) and collation (BINARY) as the expression,
+    unless the expression is a column under `CAST` or unary `+` (those keep the column's): refused."""
     if len(item.sources) != 1 or item.group is not None:
         raise UnsupportedQuery(
             f"a LEFT JOIN of {item.what or reference.text} with several tables is not supported yet "
             f"(join them inside by LEFT JOINs of the view's FROM clause): {reference.text}"
         )
-    expression = next((c for c in item.columns if not is_bare(c.text)), None)
-    if expression is not None:
-        raise UnsupportedQuery(
-            f"a LEFT JOIN of {item.what} with a column that is an expression ({expression.name}) is not "
-            f"supported yet: a row it pads would show the expression, not NULL: {reference.text}"
-        )
+    for column in item.columns:
+        if is_bare(column.text):
+            continue
+        if item.marker is None or column.collated or _keeps_a_column_type(column.text):
+            raise UnsupportedQuery(
+                f"a LEFT JOIN of {item.what} with a column that is an expression ({column.name}) is not "
+                f"supported yet: a row it pads would show the expression, not NULL: {reference.text}"
+            )
+        column.text = f"CASE WHEN {item.marker} IS NULL THEN NULL ELSE {column.text} END"
+
+
+def _keeps_a_column_type(text: str) -> bool:
+    """Whether an expression may have an affinity or collation of its own (SQLite: a column, a
+    CAST or unary plus over one, a scalar subquery's)."""
+    tokens = tokenize(text)
+    while len(tokens) > 2 and tokens[0].kind == TokenType.L_PAREN and matching_paren(tokens, 0) == len(tokens) - 1:
+        tokens = tokens[1:-1]
+    if not tokens or tokens[0].kind in (TokenType.PLUS, TokenType.SELECT, TokenType.WITH):
+        return True
+    if tokens[0].text.upper() == "CAST":  # (sqlglot's tokenizer reads CAST as a name)
+        return True
+    column = len(tokens) == 3 and tokens[1].kind == TokenType.DOT and tokens[0].is_name and tokens[2].is_name
+    return column or (len(tokens) == 1 and tokens[0].is_name)

@@ -40,6 +40,7 @@ class Item:
     having: list[str] = field(default_factory=list)  # …and its HAVING conditions
     what: str = ""  # how messages name it ("CTE c")
     left_on: str | None = None  # LEFT JOINed: its ON condition, rewritten (`sources` is one table)
+    marker: str | None = None  # one table's: an expression NULL exactly on a row a LEFT JOIN pads
 
     def column(self, name: str) -> Column | None:
         lowered = fold(name)
