@@ -51,6 +51,8 @@ class Connection(ViewStatements, FoldSchedule):
 
     def __init__(self, connection: apsw.Connection, *, pending_limit: int = 10_000) -> None:
         self.apsw = connection
+        if type(pending_limit) is not int or pending_limit < 0:
+            raise Error(f"pending_limit must be a whole number of delta rows (0 or more), not {pending_limit!r}")
         self.pending_limit = pending_limit
         self.registry = Registry(connection)
         self._depth: list[str | None] = []  # open `with` blocks: None = BEGIN, else a savepoint
@@ -95,28 +97,29 @@ class Connection(ViewStatements, FoldSchedule):
         if len(script) > 1:
             return self._execute_script(script, sql, params)
         views = self.registry.sync_shadows()
-        special = statements.parse_materialized(sql)
+        shape = statements.without_comments(sql)  # (what the statement patterns read)
+        special = statements.parse_materialized(shape)
         if special is not None:
             self._run_materialized(special)
             return Rows([])
-        word = statements.first_word(sql)
+        word = statements.first_word(shape)
         if word not in _READS:
             self._changes = None  # SQLite's changes() survives reads; only a write resets it
-        index = statements.parse_create_index(sql) if word == "CREATE" else None
+        index = statements.parse_create_index(shape) if word == "CREATE" else None
         if index is not None and self.registry.get(index.table) is not None:
             return self._create_index_on_view(index)
         dependents = (
-            base_ddl.dependents(self.apsw, self.registry, sql)
-            if word == "ALTER" and statements.adds_column(sql)
+            base_ddl.dependents(self.apsw, self.registry, shape)
+            if word == "ALTER" and statements.adds_column(shape)
             else []
         )
         if dependents:
             return self._add_column(sql, params, dependents)
         if word in ("DROP", "ALTER"):
-            base_ddl.refuse(self.apsw, self.registry, sql)
+            base_ddl.refuse(self.apsw, self.registry, shape)
         if word in _WRITES and self.registry.lost_capture:
             self._repair_capture()
-        if views and statements.changes_plans(sql) and not statements.is_temporary(sql):
+        if views and statements.changes_plans(shape) and not statements.is_temporary(shape):
             return self._replanning(sql, params)
         if word in _FOLD_BEFORE and not self.apsw.get_autocommit():
             self._fold(commit=True)
@@ -197,6 +200,13 @@ class Connection(ViewStatements, FoldSchedule):
 
     def executemany(self, sql: str, sequence: Iterable[Sequence[Any]]) -> Any:
         self._changes = None
+        if statements.first_word(sql) in (*_DDL, "REFRESH", *_FOLD_BEFORE, "ROLLBACK", "ANALYZE"):
+            # (a statement matview must see — DDL, MATERIALIZED VIEW, transaction control —
+            # goes the way `execute` sends it, once per set of parameters)
+            result: Any = Rows([])
+            for params in sequence:
+                result = self._execute(sql, params)
+            return result
         if self._runs_as_it_is(sql):
             return self.apsw.executemany(sql, sequence)
         self._lock_before_reading(sql)

@@ -19,15 +19,17 @@ from matview_ext import statements
 def target(conn: apsw.Connection, registry: Registry, sql: str) -> str | None:
     """The main-schema table a DROP/ALTER names (None: none, or the user's temp table,
     which an unqualified name means first, as SQLite resolves it)."""
-    name = statements.table_ddl_target(sql)
-    if name is None or registry.get(name) is not None:
+    named = statements.table_ddl_target(sql)
+    if named is None:
+        return None
+    schema, name = named
+    if registry.get(name) is not None and schema in (None, "main", "temp"):
         return name  # (a materialized view's temp shadow is matview's too)
-    temp = (
-        statements.names_temp(sql)
-        or conn.execute(
-            "SELECT 1 FROM temp.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE", (name,)
-        ).fetchone()
-    )
+    if schema is not None:
+        return name if schema == "main" else None  # (temp's, or an attached database's)
+    temp = conn.execute(
+        "SELECT 1 FROM temp.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE", (name,)
+    ).fetchone()
     return None if temp else name
 
 

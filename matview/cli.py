@@ -28,7 +28,7 @@ import apsw
 from matview import report
 from matview.api import Connection, connect
 from matview.errors import Error
-from matview.names import quote
+from matview.names import fold, quote
 from matview_ext import statements
 
 EXIT_OK, EXIT_DIFFERS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -73,6 +73,11 @@ def _explain(conn: Connection, args: argparse.Namespace) -> int:
 
 
 def _verify(conn: Connection, args: argparse.Namespace) -> int:
+    known = {fold(view.name) for view in conn.views()}
+    missing = [name for name in args.views or [] if fold(name) not in known]
+    if missing:
+        report.console.print(f"no such materialized view: {missing[0]}")
+        return EXIT_ERROR
     results = report.verify(conn, args.views)
     if args.json:
         _print_json([{"view": name, "ok": ok, "error": error} for name, ok, error in results])

@@ -111,6 +111,7 @@ def create_view(
         raise Error(f"maintenance must be one of {', '.join(MAINTENANCE_MODES)}, not {maintenance!r}")
     if registry.get(name) is not None:
         if if_not_exists:
+            _check_syntax(conn, sql)  # (as SQLite's CREATE VIEW IF NOT EXISTS does)
             return
         raise Error(f"materialized view {name} already exists")
     kind = _existing_object(conn, name)
@@ -582,3 +583,12 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View, populate: Po
     marker = fallback.populate_checked(conn, rebuilt, populate or _populate, True)
     if marker is not None:  # a result only SQLite's scan order decides: recomputed whole from now on
         fallback.heal(conn, rebuilt, marker)
+
+
+def _check_syntax(conn: apsw.Connection, sql: str) -> None:
+    """Raise `Error` for a SELECT SQLite cannot parse; names are not looked up (preparing a
+    CREATE VIEW parses its SELECT only; EXPLAIN runs nothing)."""
+    try:
+        conn.execute(f"EXPLAIN CREATE TEMP VIEW {quote(names.PREFIX + 'syntax')} AS {sql}", can_cache=False).fetchall()
+    except apsw.SQLError as exc:
+        raise Error(f"invalid view definition: {exc}") from None

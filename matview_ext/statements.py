@@ -17,8 +17,9 @@ from sqlglot.tokens import TokenType
 from matview.errors import Error
 from matview.sql.sqltext import tokenize
 
-_NAME = r'(?:"(?:[^"]|"")+"|\'(?:[^\']|\'\')+\'|\[[^\]]+\]|`(?:[^`]|``)+`|[^\s(.;"\'\[`]+)'
-_QUALIFIED = rf"(?:(?:main|{_NAME})\s*\.\s*)?({_NAME})"
+# (unquoted: SQLite's identifier characters; `w+x`, `w,x` are no name)
+_NAME = r'(?:"(?:[^"]|"")+"|\'(?:[^\']|\'\')+\'|\[[^\]]+\]|`(?:[^`]|``)+`|[^\W\d][\w$]*)'
+_QUALIFIED = rf"(?:({_NAME})\s*\.\s*)?({_NAME})"  # (schema, name)
 _LEAD = r"\A(?:\s|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*"
 
 _CREATE = re.compile(
@@ -37,9 +38,6 @@ _CREATE_INDEX = re.compile(
 )
 _TABLE_DDL = re.compile(
     _LEAD + rf"(DROP\s+TABLE|DROP\s+VIEW|ALTER\s+TABLE)\s+(?:IF\s+EXISTS\s+)?{_QUALIFIED}", re.IGNORECASE
-)
-_TEMP_QUALIFIED = re.compile(
-    _LEAD + r"(?:DROP\s+TABLE|DROP\s+VIEW|ALTER\s+TABLE)\s+(?:IF\s+EXISTS\s+)?(?:temp|\"temp\")\s*\.", re.IGNORECASE
 )
 _ADD_COLUMN = re.compile(_LEAD + rf"ALTER\s+TABLE\s+{_QUALIFIED}\s+ADD\b", re.IGNORECASE)
 _FIRST_WORD = re.compile(_LEAD + r"([A-Za-z]+)")
@@ -101,18 +99,56 @@ def _options(text: str | None) -> dict[str, str]:
     return options
 
 
+def without_comments(sql: str) -> str:
+    """`sql` with each comment (`-- …`, `/* … */`) outside literals and quoted names written as
+    one space, as SQLite's tokenizer reads it: what the statement patterns here read."""
+    if "--" not in sql and "/*" not in sql:
+        return sql
+    out: list[str] = []
+    index, length = 0, len(sql)
+    closing = {"'": "'", '"': '"', "`": "`", "[": "]"}
+    while index < length:
+        char = sql[index]
+        if char in closing:
+            end = sql.find(closing[char], index + 1)
+            while end != -1 and char != "[" and sql[end + 1 : end + 2] == char:  # (a doubled quote)
+                end = sql.find(char, end + 2)
+            end = length if end == -1 else end + 1
+            out.append(sql[index:end])
+            index = end
+        elif sql.startswith("--", index):
+            end = sql.find("\n", index)
+            index = length if end == -1 else end
+            out.append(" ")
+        elif sql.startswith("/*", index):
+            end = sql.find("*/", index + 2)
+            index = length if end == -1 else end + 2
+            out.append(" ")
+        else:
+            out.append(char)
+            index += 1
+    return "".join(out)
+
+
+def _in_main(schema: str | None, name: str) -> str:
+    """A materialized view's name: it lives in main (another schema named is refused)."""
+    if schema is not None and unquote(schema).lower() != "main":
+        raise Error(f"materialized view {unquote(schema)}.{name}: materialized views live in the main database")
+    return name
+
+
 def parse_materialized(sql: str) -> CreateView | DropView | RefreshView | None:
-    """The MATERIALIZED VIEW statement `sql` is, or None when it is none."""
+    """The MATERIALIZED VIEW statement `sql` is (comments read as spaces), or None when it is none."""
+    sql = without_comments(sql)
     if not _MATERIALIZED.match(sql):
         return None
     if match := _CREATE.match(sql):
-        return CreateView(
-            unquote(match.group(2)), match.group("select"), bool(match.group(1)), _options(match.group("options"))
-        )
+        name = _in_main(match.group(2), unquote(match.group(3)))
+        return CreateView(name, match.group("select"), bool(match.group(1)), _options(match.group("options")))
     if match := _DROP.match(sql):
-        return DropView(unquote(match.group(2)), bool(match.group(1)))
+        return DropView(_in_main(match.group(2), unquote(match.group(3))), bool(match.group(1)))
     if match := _REFRESH.match(sql):
-        return RefreshView(unquote(match.group(1)))
+        return RefreshView(_in_main(match.group(1), unquote(match.group(2))))
     raise Error(
         "syntax error in materialized view statement; expected CREATE MATERIALIZED VIEW [IF NOT EXISTS] name "
         "[WITH (maintenance = 'immediate'|'deferred')] AS SELECT …, DROP MATERIALIZED VIEW [IF EXISTS] name, "
@@ -121,23 +157,26 @@ def parse_materialized(sql: str) -> CreateView | DropView | RefreshView | None:
 
 
 def parse_create_index(sql: str) -> CreateIndex | None:
-    match = _CREATE_INDEX.match(sql)
+    match = _CREATE_INDEX.match(without_comments(sql))
     if not match:
         return None
     return CreateIndex(
         bool(match.group(1)),
         bool(match.group(2)),
-        unquote(match.group(3)),
         unquote(match.group(4)),
+        unquote(match.group(6)),
         match.group("rest"),
     )
 
 
-def table_ddl_target(sql: str) -> str | None:
-    """The table or view a DROP TABLE / DROP VIEW / ALTER TABLE statement names (a
-    materialized view is both: a plain view in main, a virtual table in temp)."""
-    match = _TABLE_DDL.match(sql)
-    return unquote(match.group(2)) if match else None
+def table_ddl_target(sql: str) -> tuple[str | None, str] | None:
+    """(schema as written or None, name) of the table or view a DROP TABLE / DROP VIEW /
+    ALTER TABLE statement names (a materialized view is both: a plain view in main, a virtual
+    table in temp)."""
+    match = _TABLE_DDL.match(without_comments(sql))
+    if not match:
+        return None
+    return (None if match.group(2) is None else unquote(match.group(2)).lower()), unquote(match.group(3))
 
 
 #: the head of a write whose only table is its target (`plain_write_target`), and the target
@@ -164,17 +203,13 @@ def plain_write_target(sql: str) -> str | None:
     return unquote(head.group(1))
 
 
-def names_temp(sql: str) -> bool:
-    """Whether a DROP TABLE / DROP VIEW / ALTER TABLE names its table in temp (`temp.t`)."""
-    return _TEMP_QUALIFIED.match(sql) is not None
-
-
 _DROP_INDEX = re.compile(_LEAD + r"DROP\s+INDEX\b", re.IGNORECASE)
 
 
 def changes_plans(sql: str) -> bool:
     """CREATE INDEX, DROP INDEX, ANALYZE or `PRAGMA optimize`: SQLite may read a table otherwise
     afterwards (`matview.replan`)."""
+    sql = without_comments(sql)
     return changes_statistics(sql) or _CREATE_INDEX.match(sql) is not None or _DROP_INDEX.match(sql) is not None
 
 
@@ -186,13 +221,13 @@ def changes_statistics(sql: str) -> bool:
 
 def is_temporary(sql: str) -> bool:
     """`CREATE TEMP …`: writes no table of the file (so takes no write lock first)."""
-    words = sql.split(None, 2)
+    words = without_comments(sql).split(None, 2)
     return len(words) > 1 and words[1].upper() in ("TEMP", "TEMPORARY")
 
 
 def adds_column(sql: str) -> bool:
     """Whether the statement is `ALTER TABLE … ADD [COLUMN] …`."""
-    return _ADD_COLUMN.match(sql) is not None
+    return _ADD_COLUMN.match(without_comments(sql)) is not None
 
 
 _BLANK = re.compile(_LEAD + r";?\s*\Z", re.DOTALL)

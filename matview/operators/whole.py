@@ -27,7 +27,7 @@ from matview.keys import row_keys
 from matview.names import fold, quote
 from matview.plan import Plan
 from matview.storage.readable import foreign_temp_objects
-from matview.storage.scan_order import INDEX_USED, query_plan
+from matview.storage.scan_order import indexes_used, query_plan
 from matview.storage.state import StateStore
 from matview.zset import ZSet
 
@@ -101,7 +101,7 @@ def plan_fingerprint(conn: apsw.Connection, select: str) -> str:
     cache), and the definition of each index they name (one dropped and made again under the same
     name with other columns or order reads the rows in another order)."""
     lines = query_plan(conn, select)
-    indexes = sorted({name for line in lines for name in INDEX_USED.findall(line)})
+    indexes = sorted(indexes_used(conn, lines))
     definitions = [
         str(row[0])
         for name in indexes

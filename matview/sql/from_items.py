@@ -44,6 +44,13 @@ def strip_with(sql: str) -> str:
 
 def read_with(sql: str, tokens: list[Token], outer: dict[str, Cte]) -> tuple[dict[str, Cte], str]:
     """The CTEs of a leading WITH (each seeing all of them) and the text of the SELECT."""
+    try:
+        return _read_with(sql, tokens, outer)
+    except IndexError:  # (the text ends where a CTE or the SELECT after them should stand)
+        raise Error(f"incomplete input: the WITH clause of {excerpt(sql)} has no SELECT after it") from None
+
+
+def _read_with(sql: str, tokens: list[Token], outer: dict[str, Cte]) -> tuple[dict[str, Cte], str]:
     index = 1
     if index < len(tokens) and tokens[index].kind == TokenType.RECURSIVE:
         index += 1

@@ -297,7 +297,8 @@ def _read_objects(
         elif action == apsw.SQLITE_READ and name and database not in ("main", "temp", None):
             other.append(f"a table of attached database {database}")
         elif action == apsw.SQLITE_READ and name and database in ("main", "temp", None):
-            read.setdefault(fold(name), f"{database or 'main'}\0{name}")
+            # (no database for a count(*)'s table: the program's opens tell which, below)
+            read.setdefault(fold(name), f"{database or '?'}\0{name}")
         elif action == apsw.SQLITE_PRAGMA and fold(name or "") == "schema_version":
             pass  # (read by a shadow view)
         elif action not in READ_ACTIONS:
@@ -317,8 +318,13 @@ def _read_objects(
     for database, name in _opened_tables(conn, program):
         if database not in ("main", "temp"):
             other.append(f"a table of attached database {database}")
-        elif not is_internal(name) and fold(name) not in shadowed:
-            read.setdefault(fold(name), f"{database}\0{name}")
+        elif not is_internal(name) and fold(name) not in shadowed and read.get(fold(name), "?\0").startswith("?\0"):
+            read[fold(name)] = f"{database}\0{name}"
+    for key, entry in read.items():
+        if entry.startswith("?\0"):  # (opened by no instruction: a TEMP one of its name is what SQLite reads)
+            name = entry.split("\0", 1)[1]
+            temp = conn.execute("SELECT 1 FROM temp.sqlite_master WHERE name = ? COLLATE NOCASE", (name,)).fetchone()
+            read[key] = f"{'temp' if temp else 'main'}\0{name}"
     if other:  # (a table-valued PRAGMA: the fold runs the SELECT allowed to read only; ATTACHed tables
         # have no change capture)
         raise UnsupportedQuery(f"{what}: the SELECT does more than read the main database's tables ({other[0]})")

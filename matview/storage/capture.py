@@ -156,7 +156,8 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
     current_row = f"SELECT {row('t0')} FROM {t} AS t0 WHERE {same('t0', 'new')}"
     follow = f"({', '.join(image_columns)}) = ({current_row})"
     row_gone = f"NOT EXISTS (SELECT 1 FROM {t} AS t0 WHERE {same('t0', 'new')})"
-    trg = {e: quote(names.trigger(table.name, e)) for e in CAPTURE_EVENTS}
+    # (named in main: an unqualified name would put a trigger on a TEMP table `t` shadowing it)
+    trg = {e: f"main.{quote(names.trigger(table.name, e))}" for e in CAPTURE_EVENTS}
 
     def capture(extra: str = "") -> str:
         return (
@@ -372,7 +373,7 @@ def follow_new_keys(conn: apsw.Connection, tables: list[str]) -> None:
 
 def _drop_triggers(conn: apsw.Connection, table: str) -> None:
     for event in CAPTURE_EVENTS:
-        conn.execute(f"DROP TRIGGER IF EXISTS {quote(names.trigger(table, event))}")
+        conn.execute(f"DROP TRIGGER IF EXISTS main.{quote(names.trigger(table, event))}")
 
 
 def _defaults_unprobed(table: TableInfo, trigger: str) -> bool:

@@ -27,7 +27,23 @@ from matview.sql.sqltext import Token, split_alias, split_clauses, split_top_lev
 from matview.sql.validate import one_statement
 from matview.storage.schema import TableInfo, read_table
 
-INDEX_USED = re.compile(r"USING (?:COVERING )?INDEX (\S+)")
+_INDEX_USED = re.compile(r"USING (?:COVERING )?INDEX ")
+
+
+def indexes_used(conn: apsw.Connection, details: list[str]) -> list[str]:
+    """The indexes of main that EXPLAIN QUERY PLAN lines `details` say a scan uses: each the
+    longest index name written after `USING [COVERING] INDEX` (a name may hold spaces)."""
+    named = [str(row[0]) for row in conn.execute("SELECT name FROM main.sqlite_master WHERE type = 'index'")]
+    used: list[str] = []
+    for detail in details:
+        for match in _INDEX_USED.finditer(detail):
+            rest = detail[match.end() :]
+            name = max((n for n in named if rest == n or rest.startswith(n + " ")), key=len, default=None)
+            if name is not None and name not in used:
+                used.append(name)
+    return used
+
+
 #: the opcodes of a backward scan (an ORDER BY … DESC read from an index or the table)
 _BACKWARD_OPCODES = {"Prev", "Last", "SeekLT", "SeekLE"}
 
@@ -177,7 +193,7 @@ def _reordering_scan(conn: apsw.Connection, plan: Plan, table: TableInfo, sql: s
         # (`id > 5 OR id < 4` meets 8 before 1)
         return "in several passes, one per OR term (MULTI-INDEX OR: write the condition another way)"
     for detail in details:
-        for index in INDEX_USED.findall(detail):
+        for index in indexes_used(conn, [detail]):
             owner = conn.execute(
                 "SELECT tbl_name FROM main.sqlite_master WHERE type = 'index' AND name = ?", (index,)
             ).fetchone()
