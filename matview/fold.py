@@ -175,7 +175,11 @@ def fold_view(
         return ranges, ZSet()
     store = StateStore(conn, view.name, writable=True)
     recompute = should_recompute(conn, view, sum(hi - lo for _table, lo, hi in ranges))
-    set_at_a_time = recompute or view.circuit.writes_while_computing(sum(hi - lo for lo, hi in inputs.values()))
+    set_at_a_time = (
+        recompute
+        or view.table.constrained  # (a user's UNIQUE index may refuse ΔV: applied under the savepoint)
+        or view.circuit.writes_while_computing(sum(hi - lo for lo, hi in inputs.values()))
+    )
     try:
         if set_at_a_time:
             with savepoint(conn):

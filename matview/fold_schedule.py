@@ -18,6 +18,7 @@ import apsw
 
 from matview import fallback, feed, owner_heal, replan
 from matview.db import scalar
+from matview.errors import Error
 from matview.fold import pending_count
 from matview.registry import Registry, View
 
@@ -91,7 +92,14 @@ class FoldSchedule:
                 replan.keep_views_readable(self.apsw, self.registry)
             views = [found for view in views if (found := self.registry.get(view.name)) is not None]
         listener = self._feed.record if self._feed.active else None
-        owner_heal.fold_healing_owners(self.apsw, self.registry, views, listener)
+        try:
+            owner_heal.fold_healing_owners(self.apsw, self.registry, views, listener)
+        except apsw.ConstraintError as exc:
+            # (the one constraint a view table has that its SELECT may not keep: a user's index)
+            raise Error(
+                f"the change would break a UNIQUE index a user made on a materialized view ({exc}): its SELECT "
+                "gives rows the index forbids; DROP INDEX it, or make it a plain index"
+            ) from None
         self.apsw.set_last_insert_rowid(last_rowid)
 
     def _catch_up(self) -> None:

@@ -171,6 +171,7 @@ class Registry:
                 )
             view.broken = view_problem(self.conn, entry, self.lost_capture)
             view.stalled = self._missing_functions(entry)
+            view.table.read_constraints(self.conn)
             if not view.broken and view.circuit.first_rows:
                 problem = variant_order_problem(self.conn, entry.plan, entry.sql)
                 view.broken = None if problem is None else f"materialized view {entry.name}: {problem}"

@@ -13,12 +13,14 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 import apsw
+from sqlglot.tokens import TokenType
 
 from matview import base_ddl, fallback, lifecycle, progress, replan
 from matview.db import Rows, describe, raising_user_function
 from matview.errors import Error
 from matview.names import is_node, quote, view_table
 from matview.registry import View
+from matview.sql.sqltext import matching_paren, split_top_level, tokenize
 from matview.storage import readable
 from matview.storage.capture import follow_new_keys
 from matview.subscriptions import Subscriptions
@@ -94,6 +96,7 @@ class ViewStatements(Subscriptions):
     def _create_index_on_view(self, index: statements.CreateIndex) -> Rows:
         view = self.registry.get(index.table)
         assert view is not None
+        _refuse_expression_terms(index)
         unique = "UNIQUE " if index.unique else ""
         guard = "IF NOT EXISTS " if index.if_not_exists else ""
         columns = readable.index_columns(index.rest, view.entry.plan)
@@ -136,3 +139,21 @@ class ViewStatements(Subscriptions):
                     replan.keep_views_readable(self.apsw, self.registry)
         self.registry.sync_shadows()
         return rows
+
+
+def _refuse_expression_terms(index: statements.CreateIndex) -> None:
+    """An index on a view takes its columns (`name [COLLATE c] [ASC|DESC]`): an expression
+    SQLite may fail to evaluate (`json(b)` of a text that is no JSON) would fail the base
+    write whose fold adds the row."""
+    tokens = tokenize(index.rest)
+    if not tokens or tokens[0].kind != TokenType.L_PAREN:
+        return  # (SQLite says what is wrong)
+    close = matching_paren(tokens, 0)
+    for term in split_top_level(index.rest, tokens[1:close]):
+        kinds = [t.kind for t in term.tokens]
+        plain = bool(term.tokens) and term.tokens[0].is_name and TokenType.L_PAREN not in kinds
+        if not plain or len(term.tokens) > 4:
+            raise Error(
+                f"CREATE INDEX {index.index} ON {index.table}: an index on a materialized view takes its columns "
+                f"(with COLLATE, ASC, DESC), not an expression ({term.text})"
+            )

@@ -90,9 +90,9 @@ def sql_step(
             layout.append(("minmax", len(parts)))
             parts.append(f'{extreme}(CASE WHEN {condition}"__w" > 0 THEN {arg} END)')
             parts.append(f'{extreme}(CASE WHEN {condition}"__w" < 0 THEN {arg} END)')
-            # integers and reals among the inserted values: the extreme may be tied across them
+            # integers, reals and -0.0 among the inserted values: the extreme may be tied across them
             numeric = f"{condition}typeof({arg}) IN ('integer', 'real')"
-            parts.append(f"count(DISTINCT CASE WHEN {numeric} THEN typeof({arg}) END)")
+            parts.append(f"count(DISTINCT CASE WHEN {numeric} THEN {STORAGE_KIND_SQL.format(v=arg)} END)")
     parts.append('max(abs("__w"))')  # the partials above assume every weight is ±1
     group_by = f" GROUP BY {', '.join(groups)}" if groups else ""
     select_groups = ", ".join(groups) + ", " if groups else ""

@@ -5,6 +5,8 @@ and whether columns outside aggregates and GROUP BY can be maintained as bare co
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import apsw
 from sqlglot.tokens import TokenType
 
@@ -192,6 +194,10 @@ class AggregateCalls:
 
     def aggregate(self, call: AggregateCall, sql: str) -> int:
         """Register an aggregate call (deduplicated) and its stage-1 inputs; its index."""
+        if call.distinct and _AGG_FUNCS.get(call.name, call.name) in ("min", "max"):
+            # MIN/MAX(DISTINCT x) is MIN/MAX(x) in SQLite: DISTINCT keeps the first row of each
+            # class its scan meets, which the extreme is too (a -0.0 kept apart from 0.0 likewise)
+            call = replace(call, distinct=False)
         key = self._call_key(call)
         if key in self.agg_keys:
             return self.agg_keys[key]

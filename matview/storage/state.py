@@ -43,6 +43,12 @@ STORAGE_KIND_INTEGER, STORAGE_KIND_REAL, STORAGE_KIND_NEGATIVE_ZERO = 1, 2, 5
 NUMERIC_KINDS = (STORAGE_KIND_INTEGER, STORAGE_KIND_REAL, STORAGE_KIND_NEGATIVE_ZERO)
 
 
+def identical(a: Any, b: Any) -> bool:
+    """Whether two values are the same to a client: equal, of one storage class, and zeros of
+    one sign (Python calls 1 and 1.0, -0.0 and 0.0 equal)."""
+    return a == b and type(a) is type(b) and storage_kind(a) == storage_kind(b)
+
+
 def storage_kind(value: Any) -> int:
     """The storage class of a value as the `kind` of an exact ordered-state entry. MIN/MAX
     keep `3` and `3.0` apart (SQLite shows whichever remains), and `-0.0` from `0.0` (equal,
@@ -126,7 +132,7 @@ class StateStore:
             entries[slot] = entry
         old = entry.persisted + entry.delta
         entry.delta += weight
-        if weight > 0 and value is not None and value != entry.value:
+        if weight > 0 and value is not None and not identical(value, entry.value):
             # An entry keyed by base rowid (GROUP_CONCAT) takes the value of its newest
             # insert: an UPDATE is −old then +new on the same rowid, in delta order.
             entry.value, entry.value_changed = value, True

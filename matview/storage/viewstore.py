@@ -57,6 +57,20 @@ class ViewTable:
         self._replace = f"UPDATE OR IGNORE {self.table} SET {assignments}, {key} = ? WHERE {key} = ? AND {weight} = 1"
         self._insert = f"INSERT INTO {self.table} ({cols}, {key}, {weight}) VALUES ({marks}, ?, ?)"
         self.select_columns = f"{cols}, {key}, {weight}"
+        #: a user's UNIQUE index on the view table: its SELECT may give rows the index forbids, so a
+        #: fold applies ΔV under a savepoint and stalls the view on a conflict (`read_constraints`)
+        self.constrained = False
+
+    def read_constraints(self, conn: apsw.Connection) -> None:
+        """Note whether a user made a UNIQUE index on the view table (`constrained`)."""
+        self.constrained = (
+            conn.execute(
+                "SELECT 1 FROM main.sqlite_master WHERE type = 'index' AND tbl_name = ? COLLATE NOCASE "
+                "AND name <> ? AND upper(sql) LIKE 'CREATE UNIQUE%'",
+                (names.view_table(self.view), names.view_key_index(self.view)),
+            ).fetchone()
+            is not None
+        )
 
     def create(self, conn: apsw.Connection) -> None:
         cols = ", ".join(f"{quote(c.name)} {c.storage_type}".rstrip() for c in self.columns)
