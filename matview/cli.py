@@ -205,6 +205,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (Error, apsw.Error) as exc:
         report.errors.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
         return EXIT_ERROR
+    except (TypeError, ValueError, KeyError, IndexError) as exc:
+        # (what a file whose matview tables another client damaged can raise deep inside: said
+        # in one line, as an error, with `verify`'s and REFRESH's way out)
+        report.errors.print(
+            f"[red]error:[/red] {type(exc).__name__}: {exc} (is the file damaged? `matview verify`, REFRESH)",
+            markup=True,
+            highlight=False,
+        )
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -74,6 +74,15 @@ def view_problem(conn: apsw.Connection, entry: ViewEntry, lost_capture: dict[str
             f"materialized view {entry.name}: its catalog row does not match its table {tables[0]} "
             "(a damaged file); REFRESH MATERIALIZED VIEW rebuilds it"
         )
+    damaged = conn.execute(
+        f"SELECT base_table FROM main.{quote(names.PROGRESS)} WHERE view = ? AND typeof(seq) <> 'integer'",
+        (entry.name,),
+    ).fetchone()
+    if damaged is not None:
+        return (
+            f"materialized view {entry.name}: its progress mark for table {damaged[0]} is not a number (a damaged "
+            "file); REFRESH MATERIALIZED VIEW rebuilds it"
+        )
     problem = concat_order_problem(conn, entry.plan, entry.sql)
     if problem is not None:
         return f"materialized view {entry.name}: {problem}"

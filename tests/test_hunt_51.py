@@ -143,11 +143,6 @@ def test_a_text_plan_format_in_the_catalog_is_a_catalog_error(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("value", ["'x'", "x'01'"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="a progress seq that is not an integer makes every base write of the "
-    "table fail with a raw TypeError from fold.pending_ranges (the write is rolled back)",
-)
 def test_a_damaged_progress_row_never_makes_a_base_write_fail(tmp_path: Path, value: str) -> None:
     path = _damaged(tmp_path, f"UPDATE __dbsp_progress SET seq = {value}")
     conn = matview.connect(str(path))
@@ -599,12 +594,6 @@ def test_add_column_under_an_internal_node_over_select_star(tmp_path: Path, how:
     assert_view_matches(conn, "v2", select)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ALTER TABLE … ADD COLUMN through a connection that lacks the user "
-    "collation a column of the table declares: a raw apsw.SQLError 'no such collation sequence: REV' "
-    "from capture.install_capture (rolled back), not a matview.Error saying to register it",
-)
 def test_add_column_without_a_declared_collation_is_a_matview_error(tmp_path: Path) -> None:
     first = matview.connect(str(tmp_path / "db.sqlite"))
     first.create_collation("rev", lambda x, y: (x < y) - (x > y))
@@ -653,12 +642,6 @@ def test_if_not_exists_still_refuses_a_syntax_error(tmp_path: Path, body: str) -
         conn.execute(f"CREATE MATERIALIZED VIEW IF NOT EXISTS v AS {body}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a table already named like u's change log (__dbsp_delta_u, made through the "
-    "matview connection, which allows the reserved prefix) is taken as the log: CREATE succeeds and "
-    "every later write to u fails with a raw apsw.SQLError 'has no column named __dbsp_rowid'",
-)
 def test_a_squatted_change_log_name_never_blocks_base_writes(tmp_path: Path) -> None:
     conn = _db(tmp_path)
     conn.execute("CREATE TABLE u (id INTEGER PRIMARY KEY, c TEXT)")
@@ -691,11 +674,6 @@ def test_ddl_on_an_attached_tables_namesake_is_not_refused(tmp_path: Path, ddl: 
         ("UPDATE __dbsp_progress SET seq = 'x'", "flush"),
         ("UPDATE __dbsp_catalog SET format = 'x'", "verify"),
     ],
-)
-@pytest.mark.xfail(
-    strict=True,
-    reason="the CLI meets these damaged files with a Python traceback (TypeError) "
-    "instead of reporting the damage ('matview verify reports it')",
 )
 def test_cli_reports_damage_without_a_traceback(tmp_path: Path, damage: str, command: str) -> None:
     path = _damaged(tmp_path, damage, "INSERT INTO t VALUES (3, 3, 'x')")

@@ -26,7 +26,7 @@ from sqlglot.tokens import TokenType
 from matview import names
 from matview.db import scalar
 from matview.errors import Error
-from matview.names import all_of, quote
+from matview.names import all_of, fold, quote
 from matview.sql.sqltext import depth_walk, tokenize
 from matview.storage.schema import ROWID_KEY, TableInfo, read_table
 
@@ -52,6 +52,18 @@ def delta_columns_sql(table: TableInfo) -> str:
 
 def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
     """Create the delta log, preimage table and triggers of `table` (idempotent)."""
+    try:
+        _install_capture(conn, table)
+    except apsw.SQLError as exc:
+        if "no such collation sequence" not in str(exc):
+            raise
+        raise Error(
+            f"table {table.name}: a column declares a collation this connection has not registered ({exc}); "
+            "register it with create_collation() first"
+        ) from None
+
+
+def _install_capture(conn: apsw.Connection, table: TableInfo) -> None:
     reserved = names.taken_by_matview((c.name for c in table.columns), (names.SEQ, names.ROWID, names.WEIGHT))
     if reserved is not None:  # (the delta log's own columns)
         raise Error(
@@ -66,6 +78,18 @@ def install_capture(conn: apsw.Connection, table: TableInfo) -> None:
         f"{quote(names.ROWID)} INTEGER, {cols}, {quote(names.WEIGHT)} INTEGER NOT NULL)"
     )
     conn.execute(f"CREATE TABLE IF NOT EXISTS {pre} ({quote(names.ROWID)} INTEGER, {cols})")
+    logs = (
+        (names.delta_table(table.name), (names.SEQ, names.ROWID, names.WEIGHT)),
+        (names.preimage_table(table.name), (names.ROWID,)),
+    )
+    for log, own in logs:
+        # (a table of that name made by someone else is not matview's: writes would fail on it)
+        have = {fold(str(row[1])) for row in conn.execute("SELECT name, name FROM main.pragma_table_info(?)", (log,))}
+        if not {fold(c) for c in own} <= have:
+            raise Error(
+                f"table {log} is in the way of table {table.name}'s change capture (matview keeps the "
+                f"name for it, and it is not matview's): rename or drop it to make views over {table.name}"
+            )
     # A row whose conflict IGNORE / DO NOTHING skipped leaves its preimage behind (no AFTER trigger
     # runs; the row's delete or update removes it later): every later write of the table probes
     # the preimage table, by this index rather than by a scan of whatever was left there.
