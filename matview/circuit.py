@@ -27,7 +27,7 @@ from matview.db import column_count
 from matview.delta_terms import DeltaTerms, Ranges
 from matview.evaluator import Evaluator
 from matview.keys import group_key, row_key, row_of
-from matview.names import quote
+from matview.names import fold, quote
 from matview.operators import aggregate_sql, partition, whole
 from matview.operators.aggregate import Aggregate
 from matview.operators.distinct import Distinct
@@ -149,7 +149,10 @@ class Circuit:
         """ΔV of the pending changes `ranges` (all of them at once: folding table by table
         would count ΔA ⋈ ΔB twice). The fold, which writes, has applied the ΔV of every
         upstream view first; a reader, which does not, reads their storage as it was."""
-        ranges = {table: span for table, span in ranges.items() if table in self.delta_terms.tables}
+        # (by SQLite's case-blind names: a table another client renamed to another case is
+        # spelled one way in the catalog's list and another in a plan compiled since)
+        spelled = {fold(table): table for table in self.delta_terms.tables}
+        ranges = {spelled[fold(table)]: span for table, span in ranges.items() if fold(table) in spelled}
         if not ranges:
             return ZSet()
         if self.plan.whole:

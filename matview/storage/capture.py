@@ -267,7 +267,7 @@ def capture_installed(conn: apsw.Connection, table: str) -> bool:
     marks = ", ".join("?" * len(wanted))
     found = scalar(
         conn,
-        f"SELECT count(*) FROM main.sqlite_master WHERE type = 'trigger' AND name IN ({marks}) "
+        f"SELECT count(*) FROM main.sqlite_master WHERE type = 'trigger' AND name COLLATE NOCASE IN ({marks}) "
         f"AND tbl_name = ? COLLATE NOCASE",
         (*wanted, table),
     )
@@ -304,7 +304,7 @@ def _conflict_keys(table: TableInfo) -> list[tuple[str, ...]]:
 def _before_insert_sql(conn: apsw.Connection, table: str) -> str | None:
     """The text of `table`'s BEFORE INSERT capture trigger (the one probing for conflicts)."""
     row = conn.execute(
-        "SELECT sql FROM main.sqlite_master WHERE type = 'trigger' AND name = ?",
+        "SELECT sql FROM main.sqlite_master WHERE type = 'trigger' AND name = ? COLLATE NOCASE",
         (names.trigger(table, "before_insert"),),
     ).fetchone()
     return None if row is None else str(row[0])
