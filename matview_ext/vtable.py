@@ -215,7 +215,13 @@ class Cursor:
 
     def Filter(self, indexnum: int, indexname: str, constraintargs: Sequence[Any]) -> None:
         with own_statements(self.table.module.conn):
-            self._filter(indexname, constraintargs)
+            try:
+                self._filter(indexname, constraintargs)
+            except TypeError as exc:  # (a weight another client wrote as text or a REAL)
+                raise Error(
+                    f"materialized view {self.table.name} cannot be read: its table holds a value matview did not "
+                    f"write ({exc}: a damaged file); REFRESH MATERIALIZED VIEW rebuilds it"
+                ) from None
 
     def _filter(self, indexname: str, constraintargs: Sequence[Any]) -> None:
         view = self.table.view()
