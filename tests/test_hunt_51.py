@@ -171,11 +171,6 @@ def test_a_dropped_meta_table_is_a_catalog_error_not_stale_views(tmp_path: Path)
 
 
 @pytest.mark.parametrize("weight", ["'abc'", "2.5", "x'01'"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="a view-table row whose weight is not an integer makes a read of the "
-    "view (and view.verify()) raise a raw TypeError from the Python cursor",
-)
 def test_a_damaged_view_row_weight_is_a_matview_error(tmp_path: Path, weight: str) -> None:
     path = _damaged(tmp_path, f"UPDATE __dbsp_view_p SET __dbsp_weight = {weight}", views={"p": "SELECT b FROM t"})
     conn = matview.connect(str(path))
