@@ -177,6 +177,8 @@ def load_views(conn: apsw.Connection) -> dict[str, ViewEntry]:
     except apsw.SQLError as exc:
         raise CatalogError(f"matview catalog is corrupt: {exc}") from None
     for name, sql, plan_blob, plan_format, maintenance, base_blob in rows:
+        if type(plan_format) is not int:
+            raise CatalogError(f"matview catalog entry of view {name} is corrupt: its plan format is {plan_format!r}")
         if plan_format > PLAN_FORMAT:
             raise CatalogError(f"view {name} was compiled by a newer matview (plan format {plan_format})")
         try:
