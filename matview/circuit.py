@@ -53,6 +53,9 @@ class Circuit:
         )
         self.set_operation = SetOperation(plan.set_operation, len(plan.arms)) if plan.set_operation else None
         self.delta_terms = DeltaTerms(plan)
+        #: its tables by SQLite's case-blind names: a table another client renamed to another case
+        #: is spelled one way in the catalog's list (the pending ranges) and another in the plan
+        self._spelled = {fold(table): table for table in self.delta_terms.tables}
         self.base_sql = self.delta_terms.base_sql
         one_rowid_table = (
             len(plan.sources) == 1
@@ -149,9 +152,7 @@ class Circuit:
         """ΔV of the pending changes `ranges` (all of them at once: folding table by table
         would count ΔA ⋈ ΔB twice). The fold, which writes, has applied the ΔV of every
         upstream view first; a reader, which does not, reads their storage as it was."""
-        # (by SQLite's case-blind names: a table another client renamed to another case is
-        # spelled one way in the catalog's list and another in a plan compiled since)
-        spelled = {fold(table): table for table in self.delta_terms.tables}
+        spelled = self._spelled
         ranges = {spelled[fold(table)]: span for table, span in ranges.items() if fold(table) in spelled}
         if not ranges:
             return ZSet()

@@ -102,6 +102,11 @@ def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) ->
         return cached[1]
     changes: dict[str, int] = {}
     delta: ZSet[bytes] = ZSet()
+    own = sum(hi - lo for _table, lo, hi in ranges[order.index(view)])
+    if all(current is view or names.is_node(current.name) for current in order) and should_recompute(conn, view, own):
+        # (as a fold would: so large a change costs less as the SELECT's rows − the stored ones
+        # than through the delta terms of the view and its nodes)
+        order, ranges, delta = [], [], fallback.select_delta(conn, view)
     for current, current_ranges in zip(order, ranges):
         _ranges, inputs = _inputs(conn, current, changes, current_ranges)
         store = StateStore(conn, current.name, writable=False)

@@ -154,7 +154,7 @@ class KeptRows:
         if reach_sql is not None:
             keys = ", ".join(f"k{i}" for i in range(self.key_width))
             nothing = f"SELECT {', '.join(['NULL'] * self.key_width)} WHERE 0"  # (no root reached)
-            ctes.append(f"__dbsp_k({keys}) AS ({reach_sql or nothing})")
+            ctes.append(f"__dbsp_k({keys}) AS MATERIALIZED ({reach_sql or nothing})")
             kept += f" WHERE root IN (SELECT {root} FROM __dbsp_k)"
         group = ", ".join(filter(None, ["root", _identity(self.width)]))
         return list(
