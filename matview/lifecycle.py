@@ -22,7 +22,7 @@ from matview.fold import fold_pending_deltas
 from matview.names import NODE_PREFIX, fold, quote
 from matview.operators.partition import every_root_table
 from matview.operators.whole import replanned_otherwise
-from matview.plan import OutputColumn
+from matview.plan import OutputColumn, Plan
 from matview.registry import Registry, View
 from matview.sql.clock import refuse_clock_handed_on
 from matview.sql.frontend import Compiled, compile_select
@@ -42,7 +42,7 @@ from matview.storage.catalog import ViewEntry
 from matview.storage.indexes import drop_unused as drop_unused_indexes
 from matview.storage.indexes import refuse_group_concat_through_own_index, with_indexes
 from matview.storage.scan_order import variant_order_problem
-from matview.storage.schema import affinity, read_table, table_kind
+from matview.storage.schema import affinity, read_table
 from matview.storage.state import StateStore, clear_state_tables, create_state_tables
 from matview.storage.viewstore import ViewTable
 from matview.view_health import plain_view_change
@@ -572,8 +572,7 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View, populate: Po
     readable.create_plain_view(conn, view.name, plan)
     # a damaged file may have lost them: REFRESH rebuilds the view from its SELECT either way
     create_state_tables(conn, view.name, if_missing=True)
-    if table_kind(conn, names.view_table(view.name)) is None:
-        view.table.create(conn)
+    _view_table_as_made(conn, view, plan)
     conn.execute(f"DELETE FROM {view.table.table}")
     clear_state_tables(conn, view.name)
     catalog.update_plan(conn, view.name, plan)
@@ -583,6 +582,22 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View, populate: Po
     marker = fallback.populate_checked(conn, rebuilt, populate or _populate, True)
     if marker is not None:  # a result only SQLite's scan order decides: recomputed whole from now on
         fallback.heal(conn, rebuilt, marker)
+
+
+def _view_table_as_made(conn: apsw.Connection, view: View, plan: Plan) -> None:
+    """The view's table with the columns matview made it with: made again when another client
+    dropped, renamed or altered it (a damaged file; its rows are recomputed next)."""
+    stored = [
+        fold(str(row[1])) for row in conn.execute("SELECT * FROM main.pragma_table_info(?)", (view.table.view_name,))
+    ]
+    wanted = [fold(n) for n in (names.ROW_ID, *(c.name for c in plan.columns), names.KEY, names.WEIGHT)]
+    if stored == wanted:
+        return
+    if stored:
+        conn.execute(f"DROP TABLE main.{view.table.table}")
+    for index in (names.view_key_index(view.name), names.heavy_index(view.name)):  # (gone with a renamed table)
+        conn.execute(f"DROP INDEX IF EXISTS main.{quote(index)}")
+    view.table.create(conn)
 
 
 def _check_syntax(conn: apsw.Connection, sql: str) -> None:

@@ -40,7 +40,8 @@ def row_key_sql(*values: Any) -> bytes:
 class ViewTable:
     def __init__(self, view: str, columns: Sequence[OutputColumn]) -> None:
         self.view = view
-        self.table = quote(names.view_table(view))
+        self.view_name = names.view_table(view)  # (its table's name, unquoted)
+        self.table = quote(self.view_name)
         self.columns = list(columns)
         cols = ", ".join(quote(c.name) for c in columns)
         marks = ", ".join("?" for _ in columns)
