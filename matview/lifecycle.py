@@ -120,6 +120,8 @@ def create_view(
     # A view of this name created in a transaction that rolled back may have left its
     # per-group table in the evaluator (keyed by name): a new view starts from nothing.
     registry.evaluator.forget(name)
+    # (tables of a view whose catalog row another client deleted: no view owns them)
+    _drop_view_tables(conn, name)
     whole = recompute == "auto" and not internal
     try:
         with savepoint(conn):
@@ -384,13 +386,7 @@ def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: b
         readable.drop_shadow(conn, view.name)
         conn.execute(f"DROP TABLE IF EXISTS temp.{quote(names.view_delta_table(view.name))}")
         readable.drop_plain_view(conn, view.name)
-        for table_name in (
-            names.view_table(view.name),
-            names.state_table(view.name),
-            names.ordered_state_table(view.name),
-            names.kept_rows_table(view.name),
-        ):
-            conn.execute(f"DROP TABLE IF EXISTS main.{quote(table_name)}")
+        _drop_view_tables(conn, view.name)
         catalog.delete_view(conn, view.name)
         registry.invalidate()
         still_used = {i for other in registry.sync().values() for i in other.entry.plan.indexes}
@@ -582,6 +578,17 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View, populate: Po
     marker = fallback.populate_checked(conn, rebuilt, populate or _populate, True)
     if marker is not None:  # a result only SQLite's scan order decides: recomputed whole from now on
         fallback.heal(conn, rebuilt, marker)
+
+
+def _drop_view_tables(conn: apsw.Connection, name: str) -> None:
+    """Drop the tables matview keeps for view `name` (its rows, its state, its kept rows)."""
+    for table_name in (
+        names.view_table(name),
+        names.state_table(name),
+        names.ordered_state_table(name),
+        names.kept_rows_table(name),
+    ):
+        conn.execute(f"DROP TABLE IF EXISTS main.{quote(table_name)}")
 
 
 def _view_table_as_made(conn: apsw.Connection, view: View, plan: Plan) -> None:

@@ -97,9 +97,17 @@ def _migrations() -> list[tuple[int, Step]]:
 
 
 def has_catalog(conn: apsw.Connection) -> bool:
-    return bool(
-        conn.execute("SELECT 1 FROM main.sqlite_master WHERE type='table' AND name=?", (names.META,)).fetchone()
-    )
+    """Whether the file has matview's catalog (a CatalogError when its catalog table stands
+    without its meta table: another client dropped it, and the views would silently go stale)."""
+    found = {
+        str(row[0])
+        for row in conn.execute(
+            "SELECT name FROM main.sqlite_master WHERE type = 'table' AND name IN (?, ?)", (names.META, names.CATALOG)
+        )
+    }
+    if names.CATALOG in found and names.META not in found:
+        raise CatalogError(f"matview catalog is corrupt: {names.CATALOG} stands without {names.META}")
+    return names.META in found
 
 
 def file_version(conn: apsw.Connection) -> int:
