@@ -15,31 +15,18 @@ from __future__ import annotations
 
 from sqlglot.tokens import TokenType
 
-from matview.sql.sqltext import depth_walk, matching_paren, splice, tokenize
+from matview.sql.from_items import JOIN_WORDS, OUTER_WORDS
+from matview.sql.sqltext import ENDS_FROM, depth_walk, matching_paren, splice, tokenize
 
 _OPENS_A_QUERY = (TokenType.SELECT, TokenType.WITH, TokenType.VALUES)
 #: what may follow the closing parenthesis: a join, or the end of the FROM clause
 _AFTER = {
-    TokenType.JOIN,
-    TokenType.LEFT,
-    TokenType.RIGHT,
-    TokenType.FULL,
-    TokenType.INNER,
-    TokenType.CROSS,
-    TokenType.NATURAL,
-    TokenType.OUTER,
+    *JOIN_WORDS,
+    *OUTER_WORDS,
     TokenType.COMMA,
-    TokenType.WHERE,
-    TokenType.GROUP_BY,
-    TokenType.HAVING,
-    TokenType.ORDER_BY,
-    TokenType.LIMIT,
-    TokenType.WINDOW,
     TokenType.R_PAREN,
-    TokenType.UNION,
-    TokenType.INTERSECT,
-    TokenType.EXCEPT,
     TokenType.SEMICOLON,
+    *ENDS_FROM,
 }
 
 

@@ -52,6 +52,18 @@ _STRING_TYPES = {kind for name, kind in TokenType.__members__.items() if name.en
 
 #: compound operators (UNION [ALL], INTERSECT, EXCEPT) as tokens
 SET_OPERATIONS = (TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT)
+#: the words that end a FROM clause (at its depth)
+ENDS_FROM = frozenset(
+    {
+        TokenType.WHERE,
+        TokenType.GROUP_BY,
+        TokenType.HAVING,
+        TokenType.ORDER_BY,
+        TokenType.LIMIT,
+        TokenType.WINDOW,
+        *SET_OPERATIONS,
+    }
+)
 
 AGGREGATE_NAMES = {"count", "sum", "total", "avg", "min", "max", "group_concat", "string_agg"}
 

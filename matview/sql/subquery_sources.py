@@ -22,7 +22,7 @@ from matview.errors import UnsupportedQuery
 from matview.names import fold, quote
 from matview.sql.from_items import Cte, is_from_item, names_in_from, read_from_items, read_with, view_parts
 from matview.sql.inline import plain_view_sql
-from matview.sql.sqltext import depth_walk, matching_paren, splice, tokenize
+from matview.sql.sqltext import ENDS_FROM, depth_walk, matching_paren, splice, tokenize
 
 _MAX_ROUNDS = 32  # CTEs and views nested deeper than this inside a subquery are refused
 
@@ -81,17 +81,7 @@ def _expand_once(conn: apsw.Connection, sql: str, ctes: dict[str, Cte], views: d
 
 
 def _ends_from(kind: TokenType) -> bool:
-    return kind in (
-        TokenType.WHERE,
-        TokenType.GROUP_BY,
-        TokenType.HAVING,
-        TokenType.ORDER_BY,
-        TokenType.LIMIT,
-        TokenType.WINDOW,
-        TokenType.UNION,
-        TokenType.INTERSECT,
-        TokenType.EXCEPT,
-    )
+    return kind in ENDS_FROM
 
 
 def _definition(conn: apsw.Connection, name: str, ctes: dict[str, Cte], views: dict[str, str]) -> str | None:
