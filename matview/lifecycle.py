@@ -19,7 +19,7 @@ from matview.circuit import Circuit
 from matview.db import ENVIRONMENT_ERRORS, describe, savepoint, scalar
 from matview.errors import Error, UnsupportedQuery
 from matview.fold import fold_pending_deltas
-from matview.names import NODE_PREFIX, fold, quote
+from matview.names import NODE_PREFIX, fold, is_node, quote
 from matview.operators.partition import every_root_table
 from matview.operators.whole import replanned_otherwise
 from matview.plan import OutputColumn, Plan
@@ -557,24 +557,27 @@ def _rebuild(conn: apsw.Connection, registry: Registry, view: View, populate: Po
     if _shown(plan.columns) == _shown(old) or _renamed_apart(old, plan.columns) or loose:
         # the view table stays: its columns keep the types they were created with
         plan = replace(plan, columns=view.entry.plan.columns)
-    else:
+    elif not is_node(view.name):
         before = ", ".join(f"{c.name} {c.decltype}".strip() for c in view.entry.plan.columns)
         after = ", ".join(f"{c.name} {c.decltype}".strip() for c in plan.columns)
         raise Error(
             f"materialized view {view.name}: its columns would change after its base table was altered "
             f"(from {before} to {after}); DROP and CREATE it again"
         )
+    # (an internal node's columns may change — a `SELECT DISTINCT *` over the altered table —: no
+    # user reads them but its view, rebuilt after it: its table is made again with them)
+    table = view.table if plan.columns == view.entry.plan.columns else ViewTable(view.name, plan.columns)
     # the plain view stock clients read: re-made, in case a client that bypasses matview dropped it
     readable.create_plain_view(conn, view.name, plan)
     # a damaged file may have lost them: REFRESH rebuilds the view from its SELECT either way
     create_state_tables(conn, view.name, if_missing=True)
-    _view_table_as_made(conn, view, plan)
-    conn.execute(f"DELETE FROM {view.table.table}")
+    _view_table_as_made(conn, table, plan)
+    conn.execute(f"DELETE FROM {table.table}")
     clear_state_tables(conn, view.name)
     catalog.update_plan(conn, view.name, plan)
     registry.evaluator.forget(view.name)
     entry = ViewEntry(view.name, view.entry.sql, plan, view.entry.maintenance, view.entry.base_tables)
-    rebuilt = View(entry, Circuit(view.name, plan, registry.evaluator), view.table)
+    rebuilt = View(entry, Circuit(view.name, plan, registry.evaluator), table)
     marker = fallback.populate_checked(conn, rebuilt, populate or _populate, True)
     if marker is not None:  # a result only SQLite's scan order decides: recomputed whole from now on
         fallback.heal(conn, rebuilt, marker)
@@ -591,20 +594,19 @@ def _drop_view_tables(conn: apsw.Connection, name: str) -> None:
         conn.execute(f"DROP TABLE IF EXISTS main.{quote(table_name)}")
 
 
-def _view_table_as_made(conn: apsw.Connection, view: View, plan: Plan) -> None:
-    """The view's table with the columns matview made it with: made again when another client
-    dropped, renamed or altered it (a damaged file; its rows are recomputed next)."""
-    stored = [
-        fold(str(row[1])) for row in conn.execute("SELECT * FROM main.pragma_table_info(?)", (view.table.view_name,))
-    ]
+def _view_table_as_made(conn: apsw.Connection, table: ViewTable, plan: Plan) -> None:
+    """The view's table with the columns of `plan`: made again when another client dropped,
+    renamed or altered it (a damaged file), or a node's columns changed (its rows are
+    recomputed next)."""
+    stored = [fold(str(row[1])) for row in conn.execute("SELECT * FROM main.pragma_table_info(?)", (table.view_name,))]
     wanted = [fold(n) for n in (names.ROW_ID, *(c.name for c in plan.columns), names.KEY, names.WEIGHT)]
     if stored == wanted:
         return
     if stored:
-        conn.execute(f"DROP TABLE main.{view.table.table}")
-    for index in (names.view_key_index(view.name), names.heavy_index(view.name)):  # (gone with a renamed table)
+        conn.execute(f"DROP TABLE main.{table.table}")
+    for index in (names.view_key_index(table.view), names.heavy_index(table.view)):  # (gone with a renamed table)
         conn.execute(f"DROP INDEX IF EXISTS main.{quote(index)}")
-    view.table.create(conn)
+    table.create(conn)
 
 
 def _check_syntax(conn: apsw.Connection, sql: str) -> None:

@@ -558,13 +558,6 @@ def test_an_index_named_with_a_space_that_changes_a_nocase_groups_spelling(tmp_p
 
 
 @pytest.mark.parametrize("how", ["matview", "stock"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="ADD COLUMN under a view whose FROM-subquery is `SELECT DISTINCT *` (an "
-    "internal node): refused (through matview) / not repaired by REFRESH (another client), naming the "
-    "internal node __dbsp_node_v2_1 and telling the user to 'DROP and CREATE it', which they cannot; "
-    "the user's view's own columns do not change",
-)
 def test_add_column_under_an_internal_node_over_select_star(tmp_path: Path, how: str) -> None:
     select = "SELECT x.b, count(*) AS k FROM (SELECT DISTINCT * FROM t) x GROUP BY x.b"
     conn = _db(tmp_path)
