@@ -200,9 +200,11 @@ class Connection(ViewStatements, FoldSchedule):
 
     def executemany(self, sql: str, sequence: Iterable[Sequence[Any]]) -> Any:
         self._changes = None
-        if statements.first_word(sql) in (*_DDL, "REFRESH", *_FOLD_BEFORE, "ROLLBACK", "ANALYZE"):
-            # (a statement matview must see — DDL, MATERIALIZED VIEW, transaction control —
-            # goes the way `execute` sends it, once per set of parameters)
+        if statements.first_word(sql) in (*_DDL, "REFRESH", *_FOLD_BEFORE, "ROLLBACK", "ANALYZE") or (
+            len(statements.split_script(sql)) > 1
+        ):
+            # (a statement matview must see — DDL, MATERIALIZED VIEW, transaction control, a
+            # script — goes the way `execute` sends it, once per set of parameters)
             result: Any = Rows([])
             for params in sequence:
                 result = self._execute(sql, params)

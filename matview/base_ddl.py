@@ -28,7 +28,7 @@ def target(conn: apsw.Connection, registry: Registry, sql: str) -> str | None:
     if schema is not None:
         return name if schema == "main" else None  # (temp's, or an attached database's)
     temp = conn.execute(
-        "SELECT 1 FROM temp.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE", (name,)
+        "SELECT 1 FROM temp.sqlite_master WHERE type IN ('table', 'view') AND name = ? COLLATE NOCASE", (name,)
     ).fetchone()
     return None if temp else name
 

@@ -18,7 +18,7 @@ from sqlglot.tokens import TokenType
 from matview import base_ddl, fallback, lifecycle, progress, replan
 from matview.db import Rows, describe, raising_user_function
 from matview.errors import Error
-from matview.names import is_node, quote, view_table
+from matview.names import fold, is_node, quote, view_table
 from matview.registry import View
 from matview.sql.sqltext import matching_paren, split_top_level, tokenize
 from matview.storage import readable
@@ -96,7 +96,7 @@ class ViewStatements(Subscriptions):
     def _create_index_on_view(self, index: statements.CreateIndex) -> Rows:
         view = self.registry.get(index.table)
         assert view is not None
-        _refuse_expression_terms(index)
+        _refuse_expression_terms(index, {fold(c.name) for c in view.entry.plan.columns})
         unique = "UNIQUE " if index.unique else ""
         guard = "IF NOT EXISTS " if index.if_not_exists else ""
         columns = readable.index_columns(index.rest, view.entry.plan)
@@ -109,16 +109,25 @@ class ViewStatements(Subscriptions):
         column is added, then the table's change capture and every view over it rebuilt, in one
         transaction (REFRESH of one of them rebuilds the others that share the table)."""
         refreshed = next((v for v in dependents if not is_node(v.name)), dependents[0])
-        with self._writing():
-            self._fold(commit=False)
-            with self._rebuilds_recorded():
-                self.apsw.execute(sql, params)
-                self.registry.invalidate()
-                lifecycle.refresh_view(self.apsw, self.registry, refreshed.name)
-                # a view whose columns would change (`SELECT *`) cannot be rebuilt in place: undone
-                unbuilt = [v for v in base_ddl.dependents(self.apsw, self.registry, sql) if v.entry.plan.needs_refresh]
-                if unbuilt:
-                    raise Error(f"{statements.first_word(sql)} TABLE … ADD: {unbuilt[0].entry.plan.needs_refresh}")
+        try:
+            with self._writing():
+                self._fold(commit=False)
+                with self._rebuilds_recorded():
+                    self.apsw.execute(sql, params)
+                    self.registry.invalidate()
+                    lifecycle.refresh_view(self.apsw, self.registry, refreshed.name)
+                    # a view whose columns would change (`SELECT *`) cannot be rebuilt in place: undone
+                    unbuilt = [
+                        v for v in base_ddl.dependents(self.apsw, self.registry, sql) if v.entry.plan.needs_refresh
+                    ]
+                    if unbuilt:
+                        raise Error(f"{statements.first_word(sql)} TABLE … ADD: {unbuilt[0].entry.plan.needs_refresh}")
+        except apsw.ConstraintError as exc:  # (rolled back: a rebuilt view breaks a user's UNIQUE index on it)
+            self.registry.invalidate()
+            raise Error(
+                f"ALTER TABLE … ADD: a view over the table, rebuilt, would break a UNIQUE index made on it ({exc}); "
+                "DROP INDEX it first"
+            ) from None
         self.registry.sync_shadows()
         return Rows([])
 
@@ -141,19 +150,35 @@ class ViewStatements(Subscriptions):
         return rows
 
 
-def _refuse_expression_terms(index: statements.CreateIndex) -> None:
-    """An index on a view takes its columns (`name [COLLATE c] [ASC|DESC]`): an expression
-    SQLite may fail to evaluate (`json(b)` of a text that is no JSON) would fail the base
-    write whose fold adds the row."""
+def _refuse_expression_terms(index: statements.CreateIndex, columns: set[str]) -> None:
+    """An index on a view takes its columns (`name [COLLATE c] [ASC|DESC]`, a name SQLite reads
+    from a string too), and a partial one a WHERE without calls or JSON arrows: an expression
+    SQLite may fail to evaluate (`json(b)`, `b -> '$'` of a text that is no JSON) would fail the
+    base write whose fold adds the row. `columns`: the view's (folded)."""
     tokens = tokenize(index.rest)
     if not tokens or tokens[0].kind != TokenType.L_PAREN:
         return  # (SQLite says what is wrong)
     close = matching_paren(tokens, 0)
+    where = f"CREATE INDEX {index.index} ON {index.table}"
     for term in split_top_level(index.rest, tokens[1:close]):
         kinds = [t.kind for t in term.tokens]
-        plain = bool(term.tokens) and term.tokens[0].is_name and TokenType.L_PAREN not in kinds
-        if not plain or len(term.tokens) > 4:
+        while kinds and kinds[-1] in (TokenType.ASC, TokenType.DESC):
+            kinds.pop()
+        if len(kinds) >= 3 and kinds[-2] == TokenType.COLLATE:
+            kinds = kinds[:-2]
+        first = term.tokens[0] if term.tokens else None
+        if len(kinds) != 1 or first is None or not (first.is_name or first.kind == TokenType.STRING):
             raise Error(
-                f"CREATE INDEX {index.index} ON {index.table}: an index on a materialized view takes its columns "
-                f"(with COLLATE, ASC, DESC), not an expression ({term.text})"
+                f"{where}: an index on a materialized view takes its columns (with COLLATE, ASC, DESC), not an "
+                f"expression ({term.text})"
+            )
+        if fold(first.text) not in columns:
+            raise Error(f"{where}: no such column: {first.text}")
+    rest = tokens[close + 1 :]
+    for token, after in zip(rest, [*rest[1:], None]):
+        call = token.is_name and after is not None and after.kind == TokenType.L_PAREN
+        if call or token.text in ("->", "->>"):
+            raise Error(
+                f"{where}: the WHERE of an index on a materialized view takes no function call or JSON arrow "
+                "(one that fails for a row would fail the base write that adds it)"
             )

@@ -17,29 +17,40 @@ from sqlglot.tokens import TokenType
 from matview.errors import Error
 from matview.sql.sqltext import tokenize
 
-# (unquoted: SQLite's identifier characters; `w+x`, `w,x` are no name)
-_NAME = r'(?:"(?:[^"]|"")+"|\'(?:[^\']|\'\')+\'|\[[^\]]+\]|`(?:[^`]|``)+`|[^\W\d][\w$]*)'
+# (unquoted: SQLite's identifier characters — ASCII letters, digits, `_`, `$` and every
+# character past ASCII — not starting with a digit; `w+x`, `w,x` are no name)
+_NAME = (
+    r'(?:"(?:[^"]|"")+"|\'(?:[^\']|\'\')+\'|\[[^\]]+\]|`(?:[^`]|``)+`'
+    r"|[A-Za-z_\u0080-\U0010FFFF][A-Za-z0-9_$\u0080-\U0010FFFF]*)"
+)
 _QUALIFIED = rf"(?:({_NAME})\s*\.\s*)?({_NAME})"  # (schema, name)
-_LEAD = r"\A(?:\s|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*"
+_LEAD = r"\A(?:\s|--[^\n]*(?:\n|\Z)|/\*[\s\S]*?\*/)*"
+# between a keyword and a name: spaces, or none before a quoted name (`DROP TABLE"t"`)
+_TO_NAME = r"(?:\s+|(?=[\"'`\[]))"
 
 _CREATE = re.compile(
-    _LEAD + rf"CREATE\s+MATERIALIZED\s+VIEW\s+(IF\s+NOT\s+EXISTS\s+)?{_QUALIFIED}\s*"
+    _LEAD + rf"CREATE\s+MATERIALIZED\s+VIEW{_TO_NAME}(IF\s+NOT\s+EXISTS{_TO_NAME})?{_QUALIFIED}\s*"
     r"(?:WITH\s*\((?P<options>[^)]*)\)\s*)?AS\b(?P<select>.*)\Z",
     re.IGNORECASE | re.DOTALL,
 )
 _DROP = re.compile(
-    _LEAD + rf"DROP\s+MATERIALIZED\s+VIEW\s+(IF\s+EXISTS\s+)?{_QUALIFIED}\s*;?\s*\Z", re.IGNORECASE | re.DOTALL
+    _LEAD + rf"DROP\s+MATERIALIZED\s+VIEW{_TO_NAME}(IF\s+EXISTS{_TO_NAME})?{_QUALIFIED}\s*;?\s*\Z",
+    re.IGNORECASE | re.DOTALL,
 )
-_REFRESH = re.compile(_LEAD + rf"REFRESH\s+MATERIALIZED\s+VIEW\s+{_QUALIFIED}\s*;?\s*\Z", re.IGNORECASE | re.DOTALL)
+_REFRESH = re.compile(
+    _LEAD + rf"REFRESH\s+MATERIALIZED\s+VIEW{_TO_NAME}{_QUALIFIED}\s*;?\s*\Z", re.IGNORECASE | re.DOTALL
+)
 _MATERIALIZED = re.compile(_LEAD + r"(CREATE|DROP|REFRESH)\s+MATERIALIZED\b", re.IGNORECASE)
 _CREATE_INDEX = re.compile(
-    _LEAD + rf"CREATE\s+(UNIQUE\s+)?INDEX\s+(IF\s+NOT\s+EXISTS\s+)?{_QUALIFIED}\s+ON\s+{_QUALIFIED}\s*(?P<rest>\(.*)\Z",
+    _LEAD + rf"CREATE\s+(UNIQUE\s+)?INDEX{_TO_NAME}(IF\s+NOT\s+EXISTS{_TO_NAME})?{_QUALIFIED}\s*ON{_TO_NAME}"
+    rf"{_QUALIFIED}\s*(?P<rest>\(.*)\Z",
     re.IGNORECASE | re.DOTALL,
 )
 _TABLE_DDL = re.compile(
-    _LEAD + rf"(DROP\s+TABLE|DROP\s+VIEW|ALTER\s+TABLE)\s+(?:IF\s+EXISTS\s+)?{_QUALIFIED}", re.IGNORECASE
+    _LEAD + rf"(DROP\s+TABLE|DROP\s+VIEW|ALTER\s+TABLE){_TO_NAME}(?:IF\s+EXISTS{_TO_NAME})?{_QUALIFIED}",
+    re.IGNORECASE,
 )
-_ADD_COLUMN = re.compile(_LEAD + rf"ALTER\s+TABLE\s+{_QUALIFIED}\s+ADD\b", re.IGNORECASE)
+_ADD_COLUMN = re.compile(_LEAD + rf"ALTER\s+TABLE{_TO_NAME}{_QUALIFIED}\s*ADD\b", re.IGNORECASE)
 _FIRST_WORD = re.compile(_LEAD + r"([A-Za-z]+)")
 _OPTION = re.compile(r"\s*(\w+)\s*=\s*('(?:[^']|'')*'|\w+)\s*")
 
@@ -160,6 +171,9 @@ def parse_create_index(sql: str) -> CreateIndex | None:
     match = _CREATE_INDEX.match(without_comments(sql))
     if not match:
         return None
+    for schema in (match.group(3), match.group(5)):
+        if schema is not None and unquote(schema).lower() != "main":
+            return None  # (an index of another database's table: SQLite's to make)
     return CreateIndex(
         bool(match.group(1)),
         bool(match.group(2)),

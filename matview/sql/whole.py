@@ -367,4 +367,18 @@ def _read_objects(
         raise UnsupportedQuery(
             f"{what} reading {unwatched[0]}: a table-valued function or virtual table has no change capture"
         )
+    _refuse_temp_namesakes(conn, select, what, tables)
     return tables, tuple(views.items()), materialized
+
+
+def _refuse_temp_namesakes(conn: apsw.Connection, select: str, what: str, tables: list[str]) -> None:
+    """A base table the SELECT names unqualified while a user's TEMP table or view has its name:
+    SQLite reads the TEMP one (a TEMP view over `main.t` is read as `main.t` by the authorizer)."""
+    namesakes = foreign_temp_objects(conn, tables)
+    if not namesakes:
+        return
+    words = [fold(t.text.strip('"`[]')) for t in tokenize(select) if t.kind != TokenType.STRING]
+    unqualified = {w for i, w in enumerate(words) if not (i >= 2 and words[i - 1] == "." and words[i - 2] == "main")}
+    named = [name for name in namesakes if fold(name) in unqualified]
+    if named:
+        raise UnsupportedQuery(f"{what} over a temporary table or view ({named[0]}) is not supported")
