@@ -191,7 +191,7 @@ class Connection(ViewStatements, FoldSchedule):
                 # folded now, as a commit of this connection's is, so that stock readers see them
                 self._catch_up()
             return rows
-        if params is not None:
+        if params:
             raise Error("a script with materialized view statements or DDL cannot take bound parameters")
         result: Any = Rows([])
         for statement in script:

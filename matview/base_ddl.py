@@ -11,7 +11,7 @@ from __future__ import annotations
 import apsw
 
 from matview.errors import Error
-from matview.names import is_node
+from matview.names import is_internal, is_node
 from matview.registry import Registry, View
 from matview_ext import statements
 
@@ -42,6 +42,10 @@ def dependents(conn: apsw.Connection, registry: Registry, sql: str) -> list[View
 def refuse(conn: apsw.Connection, registry: Registry, sql: str) -> None:
     """Raise `Error` for a DROP/ALTER of a materialized view's own objects or of a table
     views read, naming them."""
+    dropped = statements.dropped_index_or_trigger(sql)
+    if dropped is not None and is_internal(dropped):
+        # (a view's key index, a capture trigger: writes of its tables would fail, or go unseen)
+        raise Error(f"{dropped} is matview's own: DROP MATERIALIZED VIEW the views that use it")
     name = target(conn, registry, sql)
     if name is None:
         return

@@ -24,7 +24,7 @@ _NAME = (
     r"|[A-Za-z_\u0080-\U0010FFFF][A-Za-z0-9_$\u0080-\U0010FFFF]*)"
 )
 _QUALIFIED = rf"(?:({_NAME})\s*\.\s*)?({_NAME})"  # (schema, name)
-_LEAD = r"\A(?:\s|--[^\n]*(?:\n|\Z)|/\*[\s\S]*?\*/)*"
+_LEAD = r"\A(?:\s|;|--[^\n]*(?:\n|\Z)|/\*[\s\S]*?\*/)*"  # (an empty statement `;` too)
 # between a keyword and a name: spaces, or none before a quoted name (`DROP TABLE"t"`)
 _TO_NAME = r"(?:\s+|(?=[\"'`\[]))"
 
@@ -218,6 +218,15 @@ def plain_write_target(sql: str) -> str | None:
 
 
 _DROP_INDEX = re.compile(_LEAD + r"DROP\s+INDEX\b", re.IGNORECASE)
+_DROPPED_OBJECT = re.compile(
+    _LEAD + rf"DROP\s+(?:INDEX|TRIGGER){_TO_NAME}(?:IF\s+EXISTS{_TO_NAME})?{_QUALIFIED}", re.IGNORECASE
+)
+
+
+def dropped_index_or_trigger(sql: str) -> str | None:
+    """The index or trigger a DROP INDEX / DROP TRIGGER names, or None."""
+    match = _DROPPED_OBJECT.match(without_comments(sql))
+    return unquote(match.group(2)) if match else None
 
 
 def changes_plans(sql: str) -> bool:

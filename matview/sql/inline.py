@@ -51,6 +51,7 @@ from matview.sql.inline_names import (
     Item,
     column_replacements,
     is_bare,
+    keeps_a_column_type,
     refuse_collated,
     resolve_leftovers,
     resolve_unqualified,
@@ -419,23 +420,9 @@ def _pad_like_sqlite(item: Item, reference: FromItem) -> None:
     for column in item.columns:
         if is_bare(column.text):
             continue
-        if item.marker is None or column.collated or _keeps_a_column_type(column.text):
+        if item.marker is None or column.collated or keeps_a_column_type(column.text):
             raise UnsupportedQuery(
                 f"a LEFT JOIN of {item.what} with a column that is an expression ({column.name}) is not "
                 f"supported yet: a row it pads would show the expression, not NULL: {reference.text}"
             )
         column.text = f"CASE WHEN {item.marker} IS NULL THEN NULL ELSE {column.text} END"
-
-
-def _keeps_a_column_type(text: str) -> bool:
-    """Whether an expression may have an affinity or collation of its own (SQLite: a column, a
-    CAST or unary plus over one, a scalar subquery's)."""
-    tokens = tokenize(text)
-    while len(tokens) > 2 and tokens[0].kind == TokenType.L_PAREN and matching_paren(tokens, 0) == len(tokens) - 1:
-        tokens = tokens[1:-1]
-    if not tokens or tokens[0].kind in (TokenType.PLUS, TokenType.SELECT, TokenType.WITH):
-        return True
-    if tokens[0].text.upper() == "CAST":  # (sqlglot's tokenizer reads CAST as a name)
-        return True
-    column = len(tokens) == 3 and tokens[1].kind == TokenType.DOT and tokens[0].is_name and tokens[2].is_name
-    return column or (len(tokens) == 1 and tokens[0].is_name)

@@ -15,7 +15,7 @@ from sqlglot.tokens import TokenType
 from matview.errors import Error, UnsupportedQuery
 from matview.names import fold
 from matview.sql.from_items import on_token_runs, text_of
-from matview.sql.sqltext import Clauses, Span, Token, splice, split_top_level, tokenize
+from matview.sql.sqltext import Clauses, Span, Token, matching_paren, splice, split_top_level, tokenize
 from matview.storage.schema import ROWID_NAMES
 
 
@@ -107,8 +107,66 @@ def column_replacements(
         if column is None:
             unresolved.append(Name(start, end, node.name, bool(node.table), node.this.quoted))
             continue
-        found[start] = (end, column.text, column.collated)
+        found[start] = (end, _compared_as_sqlite(node, column), column.collated)
     return found, unresolved
+
+
+_COMPARISONS = (
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.Is,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
+    exp.In,
+    exp.Between,
+)
+
+
+def _compared_as_sqlite(node: exp.Column, column: Column) -> str:
+    """A derived column's expression where `node` names it. SQLite gives a derived column that
+    is an expression an implicit BINARY collation, which decides a comparison whose left operand
+    it is (`x.s = c.name`, c.name NOCASE: BINARY); the expression as written has none, so it
+    would take the right operand's: written `(…) COLLATE BINARY` there — unless the right side
+    has an explicit COLLATE, which wins in SQLite and would lose to this one: refused."""
+    text = column.text
+    if column.collated or is_bare(text) or keeps_a_column_type(text):
+        return text  # (a column, or a CAST / unary + of one: the column's collation, as SQLite's)
+    child: exp.Expression = node
+    parent = node.parent
+    while isinstance(parent, exp.Paren):
+        child, parent = parent, parent.parent
+    if not isinstance(parent, _COMPARISONS) or parent.this is not child:
+        return text
+    others = [v for k, v in parent.args.items() if k != "this" and v is not None]
+    operands = [o for other in others for o in (other if isinstance(other, list) else [other])]
+    if any(isinstance(n, exp.Collate) for o in operands if isinstance(o, exp.Expression) for n in o.walk()):
+        raise UnsupportedQuery(
+            f"column {node.sql()} of a FROM-subquery, CTE or view is an expression compared with a COLLATE: "
+            "once inlined, the collations would decide otherwise than SQLite's; not supported yet"
+        )
+    return f"({text}) COLLATE BINARY"
+
+
+def keeps_a_column_type(text: str) -> bool:
+    """Whether an expression may have an affinity or collation of its own (SQLite: a column, a
+    CAST or unary plus over one, a scalar subquery's)."""
+    tokens = tokenize(text)
+    while len(tokens) > 2 and tokens[0].kind == TokenType.L_PAREN and matching_paren(tokens, 0) == len(tokens) - 1:
+        tokens = tokens[1:-1]
+    if not tokens or tokens[0].kind in (TokenType.PLUS, TokenType.SELECT, TokenType.WITH):
+        return True
+    whole_call = (
+        len(tokens) > 2 and tokens[1].kind == TokenType.L_PAREN and matching_paren(tokens, 1) == len(tokens) - 1
+    )
+    if tokens[0].text.upper() == "CAST" and whole_call:  # (sqlglot's tokenizer reads CAST as a name)
+        return True
+    column = len(tokens) == 3 and tokens[1].kind == TokenType.DOT and tokens[0].is_name and tokens[2].is_name
+    literal = len(tokens) == 1 and tokens[0].kind in (TokenType.NULL, TokenType.TRUE, TokenType.FALSE)
+    return column or (len(tokens) == 1 and tokens[0].is_name and not literal)
 
 
 def resolve_leftovers(
