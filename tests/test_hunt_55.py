@@ -89,7 +89,10 @@ def test_drop_view_of_a_materialized_view_after_an_empty_statement_is_refused(tm
     assert sorted(stock.execute("SELECT * FROM w").fetchall()) == [("a", 1), ("b", 5)]
 
 
-X
+@pytest.mark.xfail(
+    strict=True,
+    reason="conn.cursor() is apsw's (through __getattr__): it runs DDL past the guard (README: like conn.apsw)",
+)
 def test_a_cursor_of_the_matview_connection_keeps_the_guard(tmp_path: Path) -> None:
     conn = _db(tmp_path)
     with pytest.raises(matview.Error, match="used by materialized view"):
