@@ -42,7 +42,8 @@ def dependents(conn: apsw.Connection, registry: Registry, sql: str) -> list[View
 def refuse(conn: apsw.Connection, registry: Registry, sql: str) -> None:
     """Raise `Error` for a DROP/ALTER of a materialized view's own objects or of a table
     views read, naming them."""
-    dropped = statements.dropped_index_or_trigger(sql)
+    named = statements.table_ddl_target(sql)
+    dropped = statements.dropped_index_or_trigger(sql) or (named[1] if named and named[0] in (None, "main") else None)
     if dropped is not None and is_internal(dropped):
         # (a view's key index, a capture trigger: writes of its tables would fail, or go unseen)
         raise Error(f"{dropped} is matview's own: DROP MATERIALIZED VIEW the views that use it")

@@ -15,6 +15,7 @@ upstream views got in the same fold, upstream first (see `matview.upstream`).
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 
 import apsw
@@ -85,6 +86,9 @@ def _inputs(
     return ranges, inputs
 
 
+_SUMS = re.compile(r"\b(?:sum|total|avg)\s*\(", re.IGNORECASE)
+
+
 def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) -> ZSet[bytes]:
     """ΔV of the not-yet-folded deltas, computed without writing anything but the temp ΔV
     tables of the views it reads (readers).
@@ -108,7 +112,7 @@ def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) ->
     as_the_fold = all(
         (current is view or names.is_node(current.name))
         and not current.entry.plan.recompute_never
-        and not any(a.func in ("sum", "total", "avg") for a in current.entry.plan.aggs)
+        and not _SUMS.search(current.entry.sql)  # (in a subquery too)
         for current in order
     )
     if as_the_fold and should_recompute(conn, view, own):

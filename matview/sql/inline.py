@@ -49,6 +49,7 @@ from matview.sql.from_items import (
 from matview.sql.inline_names import (
     Column,
     Item,
+    collated_as_derived,
     column_replacements,
     is_bare,
     keeps_a_column_type,
@@ -244,7 +245,7 @@ class _Inliner:
                     raise Error(f"cannot join using column {name} - column not present in both tables")
                 refuse_collated(left, name)
                 refuse_collated(right, name)
-                left_ons.get(len(items), conditions).append(f"{left.text} = {right.text}")
+                left_ons.get(len(items), conditions).append(f"{collated_as_derived(left.text)} = {right.text}")
                 item.hidden.add(fold(name))
             if reference.on is not None:
                 ons.append((len(items), reference.on))

@@ -139,6 +139,16 @@ def _compared_as_sqlite(node: exp.Column, column: Column) -> str:
     parent = node.parent
     while isinstance(parent, exp.Paren):
         child, parent = parent, parent.parent
+    if isinstance(parent, (exp.Cast, exp.Case, exp.Tuple)) or (
+        isinstance(parent, exp.Func)
+        and parent.sql_name().lower() in ("max", "min", "nullif", "greatest", "least")
+        and (parent.sql_name().lower() == "nullif" or bool(parent.args.get("expressions")))  # (scalar: 2+ args)
+    ):
+        # (these hand the column's collation on, or compare by it: SQLite's BINARY, not written)
+        raise UnsupportedQuery(
+            f"column {node.sql()} of a FROM-subquery, CTE or view is an expression inside {type(parent).__name__}: "
+            "once inlined, its collation would be another than SQLite's; not supported yet"
+        )
     if not isinstance(parent, _COMPARISONS) or parent.this is not child:
         return text
     others = [v for k, v in parent.args.items() if k != "this" and v is not None]
@@ -149,6 +159,12 @@ def _compared_as_sqlite(node: exp.Column, column: Column) -> str:
             "once inlined, the collations would decide otherwise than SQLite's; not supported yet"
         )
     return f"({text}) COLLATE BINARY"
+
+
+def collated_as_derived(text: str) -> str:
+    """A derived column's expression as one operand of USING's equality, which it leads: SQLite's
+    implicit BINARY written (see `_compared_as_sqlite`)."""
+    return text if is_bare(text) or keeps_a_column_type(text) else f"({text}) COLLATE BINARY"
 
 
 def keeps_a_column_type(text: str) -> bool:
