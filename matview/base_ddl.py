@@ -44,7 +44,12 @@ def refuse(conn: apsw.Connection, registry: Registry, sql: str) -> None:
     views read, naming them."""
     named = statements.table_ddl_target(sql)
     dropped = statements.dropped_index_or_trigger(sql) or (named[1] if named and named[0] in (None, "main") else None)
-    if dropped is not None and is_internal(dropped):
+    kind = (
+        conn.execute("SELECT type FROM main.sqlite_master WHERE name = ? COLLATE NOCASE", (dropped,)).fetchone()
+        if dropped is not None and is_internal(dropped)
+        else None
+    )
+    if kind is not None and kind[0] in ("table", "index", "trigger"):  # (a user's view of such a name is theirs)
         # (a view's key index, a capture trigger: writes of its tables would fail, or go unseen)
         raise Error(f"{dropped} is matview's own: DROP MATERIALIZED VIEW the views that use it")
     name = target(conn, registry, sql)
