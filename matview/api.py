@@ -97,29 +97,28 @@ class Connection(ViewStatements, FoldSchedule):
         if len(script) > 1:
             return self._execute_script(script, sql, params)
         views = self.registry.sync_shadows()
-        shape = statements.without_comments(sql)  # (what the statement patterns read)
-        special = statements.parse_materialized(shape)
+        special = statements.parse_materialized(sql)
         if special is not None:
             self._run_materialized(special)
             return Rows([])
-        word = statements.first_word(shape)
+        word = statements.first_word(sql)
         if word not in _READS:
             self._changes = None  # SQLite's changes() survives reads; only a write resets it
-        index = statements.parse_create_index(shape) if word == "CREATE" else None
+        index = statements.parse_create_index(sql) if word == "CREATE" else None
         if index is not None and self.registry.get(index.table) is not None:
             return self._create_index_on_view(index)
         dependents = (
-            base_ddl.dependents(self.apsw, self.registry, shape)
-            if word == "ALTER" and statements.adds_column(shape)
+            base_ddl.dependents(self.apsw, self.registry, sql)
+            if word == "ALTER" and statements.adds_column(sql)
             else []
         )
         if dependents:
             return self._add_column(sql, params, dependents)
         if word in ("DROP", "ALTER"):
-            base_ddl.refuse(self.apsw, self.registry, shape)
+            base_ddl.refuse(self.apsw, self.registry, sql)
         if word in _WRITES and self.registry.lost_capture:
             self._repair_capture()
-        if views and statements.changes_plans(shape) and not statements.is_temporary(shape):
+        if views and statements.changes_plans(sql) and not statements.is_temporary(sql):
             return self._replanning(sql, params)
         if word in _FOLD_BEFORE and not self.apsw.get_autocommit():
             self._fold(commit=True)

@@ -19,7 +19,11 @@ from matview_ext import statements
 def target(conn: apsw.Connection, registry: Registry, sql: str) -> str | None:
     """The main-schema table a DROP/ALTER names (None: none, or the user's temp table,
     which an unqualified name means first, as SQLite resolves it)."""
-    named = statements.table_ddl_target(sql)
+    return _main_target(conn, registry, statements.table_ddl_target(sql))
+
+
+def _main_target(conn: apsw.Connection, registry: Registry, named: tuple[str | None, str] | None) -> str | None:
+    """`target` of a statement's (schema, name)."""
     if named is None:
         return None
     schema, name = named
@@ -52,7 +56,7 @@ def refuse(conn: apsw.Connection, registry: Registry, sql: str) -> None:
     if kind is not None and kind[0] in ("table", "index", "trigger"):  # (a user's view of such a name is theirs)
         # (a view's key index, a capture trigger: writes of its tables would fail, or go unseen)
         raise Error(f"{dropped} is matview's own: DROP MATERIALIZED VIEW the views that use it")
-    name = target(conn, registry, sql)
+    name = _main_target(conn, registry, named)
     if name is None:
         return
     if registry.get(name) is not None:

@@ -598,11 +598,10 @@ def _view_table_as_made(conn: apsw.Connection, table: ViewTable, plan: Plan) -> 
     """The view's table with the columns of `plan`: made again when another client dropped,
     renamed or altered it (a damaged file), or a node's columns changed (its rows are
     recomputed next)."""
-    stored = [fold(str(row[1])) for row in conn.execute("SELECT * FROM main.pragma_table_info(?)", (table.view_name,))]
-    wanted = [fold(n) for n in (names.ROW_ID, *(c.name for c in plan.columns), names.KEY, names.WEIGHT)]
-    if stored == wanted:
+    made = table.stored_as_made(conn, plan.columns)
+    if made:
         return
-    if stored:
+    if made is not None:
         conn.execute(f"DROP TABLE main.{table.table}")
     for index in (names.view_key_index(table.view), names.heavy_index(table.view)):  # (gone with a renamed table)
         conn.execute(f"DROP INDEX IF EXISTS main.{quote(index)}")

@@ -22,6 +22,7 @@ from matview.storage.capture import (
 from matview.storage.catalog import ViewEntry
 from matview.storage.scan_order import concat_order_problem
 from matview.storage.schema import lost_rowid_guard, read_table, view_sql
+from matview.storage.viewstore import ViewTable
 
 
 def plain_view_change(conn: apsw.Connection, name: str, plan: Plan) -> str | None:
@@ -67,9 +68,7 @@ def view_problem(conn: apsw.Connection, entry: ViewEntry, lost_capture: dict[str
             f"materialized view {entry.name}: its table(s) {', '.join(gone)} are missing (a damaged file); "
             "REFRESH MATERIALIZED VIEW re-creates them"
         )
-    stored = [str(row[1]) for row in conn.execute("SELECT * FROM pragma_table_info(?)", (tables[0],))]
-    wanted = [names.ROW_ID, *(c.name for c in entry.plan.columns), names.KEY, names.WEIGHT]
-    if [fold(n) for n in stored] != [fold(n) for n in wanted]:
+    if not ViewTable(entry.name, entry.plan.columns).stored_as_made(conn, entry.plan.columns):
         return (
             f"materialized view {entry.name}: its catalog row does not match its table {tables[0]} "
             "(a damaged file); REFRESH MATERIALIZED VIEW rebuilds it"

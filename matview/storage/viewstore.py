@@ -68,10 +68,21 @@ class ViewTable:
             conn.execute(
                 "SELECT 1 FROM main.sqlite_master WHERE type = 'index' AND tbl_name = ? COLLATE NOCASE "
                 "AND name <> ? AND upper(sql) LIKE 'CREATE UNIQUE%'",
-                (names.view_table(self.view), names.view_key_index(self.view)),
+                (self.view_name, names.view_key_index(self.view)),
             ).fetchone()
             is not None
         )
+
+    def stored_as_made(self, conn: apsw.Connection, columns: Sequence[OutputColumn]) -> bool | None:
+        """Whether the view's table in the file has the layout matview makes for `columns`
+        (None: there is no such table)."""
+        stored = [
+            names.fold(str(row[1]))
+            for row in conn.execute("SELECT * FROM main.pragma_table_info(?)", (self.view_name,))
+        ]
+        if not stored:
+            return None
+        return stored == [names.fold(n) for n in (names.ROW_ID, *(c.name for c in columns), names.KEY, names.WEIGHT)]
 
     def create(self, conn: apsw.Connection) -> None:
         cols = ", ".join(f"{quote(c.name)} {c.storage_type}".rstrip() for c in self.columns)
