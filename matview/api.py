@@ -12,6 +12,7 @@ the virtual table merges whatever is pending.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -28,7 +29,7 @@ from matview.operators.exact_extrema import register_exact_extrema
 from matview.operators.exact_sums import register_exact_sums
 from matview.progress import ProgressCallback
 from matview.registry import Registry, View
-from matview.storage import catalog, readable
+from matview.storage import catalog, ddl_guard, readable
 from matview.storage.viewstore import ROW_KEY_FUNCTION, row_key_sql
 from matview.view_statements import ViewStatements
 from matview.viewinfo import ViewInfo
@@ -55,6 +56,7 @@ class Connection(ViewStatements, FoldSchedule):
             raise Error(f"pending_limit must be a whole number of delta rows (0 or more), not {pending_limit!r}")
         self.pending_limit = pending_limit
         self.registry = Registry(connection)
+        self._ddl_guard = ddl_guard.install(connection, functools.partial(base_ddl.refusal, self.registry))
         self._depth: list[str | None] = []  # open `with` blocks: None = BEGIN, else a savepoint
         self._total_changes = connection.total_changes()
         self._changes: int | None = None  # changes() of the user's last statement, when a fold followed it
@@ -83,9 +85,23 @@ class Connection(ViewStatements, FoldSchedule):
     # -- statements -------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
         """Run SQL (apsw style: returns an iterable cursor of row tuples)."""
-        result = self._execute(sql, params)
+        with self._ddl_refusals():
+            result = self._execute(sql, params)
         self._feed.deliver()
         return result
+
+    @contextlib.contextmanager
+    def _ddl_refusals(self) -> Iterator[None]:
+        """SQLite's "not authorized" from the DDL guard (`storage.ddl_guard`), said as matview
+        says a refusal of its statement patterns: a `matview.Error` naming the views."""
+        self._ddl_guard.refused = None
+        try:
+            yield
+        except apsw.AuthError as exc:
+            reason = self._ddl_guard.take_refusal()
+            if reason is None:
+                raise
+            raise Error(reason) from exc
 
     def _execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None) -> Any:
         if self._runs_as_it_is(sql):
@@ -198,6 +214,10 @@ class Connection(ViewStatements, FoldSchedule):
         return result
 
     def executemany(self, sql: str, sequence: Iterable[Sequence[Any]]) -> Any:
+        with self._ddl_refusals():
+            return self._executemany(sql, sequence)
+
+    def _executemany(self, sql: str, sequence: Iterable[Sequence[Any]]) -> Any:
         self._changes = None
         if statements.first_word(sql) in (*_DDL, "REFRESH", *_FOLD_BEFORE, "ROLLBACK", "ANALYZE") or (
             len(statements.split_script(sql)) > 1

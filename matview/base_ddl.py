@@ -11,7 +11,7 @@ from __future__ import annotations
 import apsw
 
 from matview.errors import Error
-from matview.names import is_internal, is_node
+from matview.names import fold, is_internal, is_node
 from matview.registry import Registry, View
 from matview_ext import statements
 
@@ -54,19 +54,39 @@ def refuse(conn: apsw.Connection, registry: Registry, sql: str) -> None:
         else None
     )
     if kind is not None and kind[0] in ("table", "index", "trigger"):  # (a user's view of such a name is theirs)
-        # (a view's key index, a capture trigger: writes of its tables would fail, or go unseen)
-        raise Error(f"{dropped} is matview's own: DROP MATERIALIZED VIEW the views that use it")
+        raise Error(_own(dropped))  # type: ignore[arg-type]
     name = _main_target(conn, registry, named)
-    if name is None:
-        return
-    if registry.get(name) is not None:
+    reason = None if name is None else _standing_on(registry.sync(), name)
+    if reason is not None:
+        raise Error(reason)
+
+
+def refusal(registry: Registry, action: int, name: str) -> str | None:
+    """Why the DDL guard (`storage.ddl_guard`) refuses an action on main's object `name`
+    (None: it does not). It may not run SQL, so it reads the views the registry holds."""
+    if is_internal(name) and action != apsw.SQLITE_DROP_VIEW:  # (a user's view of such a name is theirs)
+        return _own(name)
+    return _standing_on(registry.views, name)
+
+
+def _own(name: str) -> str:
+    # (a view's key index, a capture trigger: writes of its tables would fail, or go unseen)
+    return f"{name} is matview's own: DROP MATERIALIZED VIEW the views that use it"
+
+
+def _standing_on(views: dict[str, View], name: str) -> str | None:
+    """Why `name` (a table or view in main) may not be dropped or altered: a materialized
+    view, or a table views read (None: neither)."""
+    lowered = fold(name)
+    if lowered in views:
         # its plain view in main and its temp shadow are matview's to drop, together
-        raise Error(f"{name} is a materialized view: use DROP MATERIALIZED VIEW")
-    views = registry.views_on(name)
-    if views:
-        # (a view's internal nodes go with it: the user named only the views)
-        shown = [v.name for v in views if not is_node(v.name)] or [v.name for v in views]
-        raise Error(
-            f"table {name} is used by materialized view(s) {', '.join(shown)}: "
-            "DROP MATERIALIZED VIEW them first (ALTER TABLE … ADD COLUMN is maintained)"
-        )
+        return f"{name} is a materialized view: use DROP MATERIALIZED VIEW"
+    readers = [v for v in views.values() if lowered in (fold(t) for t in v.entry.base_tables)]
+    if not readers:
+        return None
+    # (a view's internal nodes go with it: the user named only the views)
+    shown = [v.name for v in readers if not is_node(v.name)] or [v.name for v in readers]
+    return (
+        f"table {name} is used by materialized view(s) {', '.join(shown)}: "
+        "DROP MATERIALIZED VIEW them first (ALTER TABLE … ADD COLUMN is maintained)"
+    )

@@ -39,6 +39,7 @@ from matview.storage.capture import (
     remove_capture,
 )
 from matview.storage.catalog import ViewEntry
+from matview.storage.ddl_guard import own_ddl
 from matview.storage.indexes import drop_unused as drop_unused_indexes
 from matview.storage.indexes import refuse_group_concat_through_own_index, with_indexes
 from matview.storage.scan_order import variant_order_problem
@@ -591,7 +592,8 @@ def _drop_view_tables(conn: apsw.Connection, name: str) -> None:
         names.ordered_state_table(name),
         names.kept_rows_table(name),
     ):
-        conn.execute(f"DROP TABLE IF EXISTS main.{quote(table_name)}")
+        with own_ddl(conn):
+            conn.execute(f"DROP TABLE IF EXISTS main.{quote(table_name)}")
 
 
 def _view_table_as_made(conn: apsw.Connection, table: ViewTable, plan: Plan) -> None:
@@ -601,10 +603,11 @@ def _view_table_as_made(conn: apsw.Connection, table: ViewTable, plan: Plan) -> 
     made = table.stored_as_made(conn, plan.columns)
     if made:
         return
-    if made is not None:
-        conn.execute(f"DROP TABLE main.{table.table}")
-    for index in (names.view_key_index(table.view), names.heavy_index(table.view)):  # (gone with a renamed table)
-        conn.execute(f"DROP INDEX IF EXISTS main.{quote(index)}")
+    with own_ddl(conn):
+        if made is not None:
+            conn.execute(f"DROP TABLE main.{table.table}")
+        for index in (names.view_key_index(table.view), names.heavy_index(table.view)):  # (gone with a renamed table)
+            conn.execute(f"DROP INDEX IF EXISTS main.{quote(index)}")
     table.create(conn)
 
 

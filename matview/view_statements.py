@@ -28,6 +28,7 @@ from matview_ext import statements
 
 if TYPE_CHECKING:
     from matview.progress import ProgressCallback
+    from matview.storage.ddl_guard import DdlGuard
 
 
 class ViewStatements(Subscriptions):
@@ -35,6 +36,7 @@ class ViewStatements(Subscriptions):
 
     if TYPE_CHECKING:  # (what they use of `Connection`)
         _progress: ProgressCallback | None
+        _ddl_guard: DdlGuard
 
         def _writing(self) -> contextlib.AbstractContextManager[None]: ...
         def _fold(self, commit: bool) -> None: ...
@@ -113,7 +115,9 @@ class ViewStatements(Subscriptions):
             with self._writing():
                 self._fold(commit=False)
                 with self._rebuilds_recorded():
-                    self.apsw.execute(sql, params)
+                    altered = base_ddl.target(self.apsw, self.registry, sql)
+                    with self._ddl_guard.allowing_alter(altered or ""):
+                        self.apsw.execute(sql, params)
                     self.registry.invalidate()
                     lifecycle.refresh_view(self.apsw, self.registry, refreshed.name)
                     # a view whose columns would change (`SELECT *`) cannot be rebuilt in place: undone

@@ -28,6 +28,7 @@ from matview.db import scalar
 from matview.errors import Error
 from matview.names import all_of, fold, quote
 from matview.sql.sqltext import depth_walk, tokenize
+from matview.storage.ddl_guard import own_ddl
 from matview.storage.schema import ROWID_KEY, TableInfo, read_table
 
 CAPTURE_EVENTS = (
@@ -237,8 +238,9 @@ def _install_capture(conn: apsw.Connection, table: TableInfo) -> None:
 def remove_capture(conn: apsw.Connection, table: str) -> None:
     """Drop the triggers and logs of `table` once no view reads it."""
     _drop_triggers(conn, table)
-    conn.execute(f"DROP TABLE IF EXISTS {quote(names.delta_table(table))}")
-    conn.execute(f"DROP TABLE IF EXISTS {quote(names.preimage_table(table))}")
+    with own_ddl(conn):
+        conn.execute(f"DROP TABLE IF EXISTS {quote(names.delta_table(table))}")
+        conn.execute(f"DROP TABLE IF EXISTS {quote(names.preimage_table(table))}")
 
 
 def missing_tables(conn: apsw.Connection, wanted: list[str]) -> list[str]:
@@ -396,8 +398,9 @@ def follow_new_keys(conn: apsw.Connection, tables: list[str]) -> None:
 
 
 def _drop_triggers(conn: apsw.Connection, table: str) -> None:
-    for event in CAPTURE_EVENTS:
-        conn.execute(f"DROP TRIGGER IF EXISTS main.{quote(names.trigger(table, event))}")
+    with own_ddl(conn):
+        for event in CAPTURE_EVENTS:
+            conn.execute(f"DROP TRIGGER IF EXISTS main.{quote(names.trigger(table, event))}")
 
 
 def _defaults_unprobed(table: TableInfo, trigger: str) -> bool:

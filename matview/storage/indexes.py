@@ -29,6 +29,7 @@ from matview.plan import Plan
 from matview.sql.from_clause import FromClause
 from matview.sql.frontend import Compiled
 from matview.storage import catalog
+from matview.storage.ddl_guard import own_ddl
 from matview.storage.scan_order import concat_order_problem, follows_scan_order, query_plan
 from matview.storage.schema import index_table, kept_by_rowid, read_table
 
@@ -131,7 +132,8 @@ def create_index(conn: apsw.Connection, table: str, probes: list[Probe]) -> str 
     columns = ", ".join(f"{quote(c)} COLLATE {quote(k)}" for c, k in probes)
     conn.execute(f"CREATE INDEX main.{quote(name)} ON {quote(table)} ({columns})")
     if any(name in detail for detail in scan_order_plans(conn, table)):
-        conn.execute(f"DROP INDEX main.{quote(name)}")
+        with own_ddl(conn):
+            conn.execute(f"DROP INDEX main.{quote(name)}")
         return None
     return name
 
@@ -160,7 +162,8 @@ def scan_order_plans(conn: apsw.Connection, table: str) -> list[str]:
 def drop_unused(conn: apsw.Connection, dropped: tuple[str, ...], still_used: set[str]) -> None:
     for name in dropped:
         if name not in still_used:
-            conn.execute(f"DROP INDEX IF EXISTS main.{quote(name)}")
+            with own_ddl(conn):
+                conn.execute(f"DROP INDEX IF EXISTS main.{quote(name)}")
 
 
 def _prepare_every_term(conn: apsw.Connection, delta_terms: DeltaTerms, source: FromClause) -> None:
@@ -263,7 +266,8 @@ def guard_rowids(conn: apsw.Connection, table: str) -> str:
     if on is not None and fold(on) == fold(table):
         return name
     if on is not None:
-        conn.execute(f"DROP INDEX main.{quote(name)}")
+        with own_ddl(conn):
+            conn.execute(f"DROP INDEX main.{quote(name)}")
     for entry in catalog.load_views(conn).values():
         if name in entry.plan.indexes and not entry.plan.needs_refresh:
             reason = (

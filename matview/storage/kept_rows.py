@@ -26,6 +26,7 @@ from matview import names
 from matview.db import column_count
 from matview.errors import Error
 from matview.names import quote
+from matview.storage.ddl_guard import own_ddl
 
 
 def table_name(view: str) -> str:
@@ -92,7 +93,8 @@ def create(conn: apsw.Connection, view: str, width: int) -> None:
         conn.execute(f"DELETE FROM main.{table}")
         return
     if present:
-        conn.execute(f"DROP TABLE main.{table}")
+        with own_ddl(conn):
+            conn.execute(f"DROP TABLE main.{table}")
     listed = "".join(f", {c}" for c in columns)
     conn.execute(f"CREATE TABLE main.{table} (root NOT NULL{listed}, weight INTEGER NOT NULL)")
 

@@ -30,6 +30,7 @@ from matview.names import fold, quote
 from matview.operators.accumulators import VARIANT_DEPENDENT, result_error_markers_sql
 from matview.plan import OutputColumn, Plan
 from matview.sql.sqltext import depth_walk, splice, tokenize
+from matview.storage.ddl_guard import own_ddl
 from matview.storage.schema import affinity
 
 
@@ -151,10 +152,11 @@ def drop_plain_view(conn: apsw.Connection, view: str) -> None:
     if found is None:
         return
     kind, sql = found
-    if kind == "view":
-        conn.execute(f"DROP VIEW main.{quote(view)}")
-    elif kind == "table" and is_matview_vtable(sql):
-        conn.execute(f"DROP TABLE main.{quote(view)}")
+    with own_ddl(conn):
+        if kind == "view":
+            conn.execute(f"DROP VIEW main.{quote(view)}")
+        elif kind == "table" and is_matview_vtable(sql):
+            conn.execute(f"DROP TABLE main.{quote(view)}")
 
 
 # -- temp shadows ------------------------------------------------------------------------
