@@ -104,8 +104,6 @@ def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) ->
     cached = registry.pending_deltas.get(names.fold(view.name))
     if cached is not None and cached[0] == (key, conn.total_changes(), conn.data_version()):
         return cached[1]
-    changes: dict[str, int] = {}
-    delta: ZSet[bytes] = ZSet()
     own = sum(hi - lo for _table, lo, hi in ranges[order.index(view)])
     # (not where SQLite's SELECT answers otherwise than the engine: REAL sums, which it rounds
     # in scan order, and a view refusing what only scan order decides)
@@ -118,7 +116,30 @@ def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) ->
     if as_the_fold and should_recompute(conn, view, own):
         # (as a fold would: so large a change costs less as the SELECT's rows − the stored ones
         # than through the delta terms of the view and its nodes)
-        order, ranges, delta = [], [], fallback.select_delta(conn, view)
+        delta = fallback.select_delta(conn, view)
+    else:
+        try:
+            delta = _pending_delta_terms(conn, registry, view, order, ranges)
+        except ENVIRONMENT_ERRORS:
+            raise
+        except (apsw.Error, UnicodeDecodeError):
+            if not as_the_fold:
+                raise
+            # An expression raised on a row image a later change of the pending range took
+            # back (malformed JSON fixed, an overflowing row deleted): the fold recomputes then
+            # (`_recomputed_after`); a read, which writes nothing, reads the SELECT's rows −
+            # the stored ones, which raises only where the SELECT itself does.
+            delta = fallback.select_delta(conn, view)
+    registry.pending_deltas[names.fold(view.name)] = ((key, conn.total_changes(), conn.data_version()), delta)
+    return delta
+
+
+def _pending_delta_terms(
+    conn: apsw.Connection, registry: Registry, view: View, order: list[View], ranges: list[list[tuple[str, int, int]]]
+) -> ZSet[bytes]:
+    """`pending_view_delta` by the delta terms of `view` and the views it reads (`order`)."""
+    changes: dict[str, int] = {}
+    delta: ZSet[bytes] = ZSet()
     for current, current_ranges in zip(order, ranges):
         _ranges, inputs = _inputs(conn, current, changes, current_ranges)
         store = StateStore(conn, current.name, writable=False)
@@ -127,17 +148,14 @@ def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) ->
         except ScanOrderDependent as exc:
             if not _node_tie_read_whole(current, view, exc.marker):
                 raise
-            delta = fallback.select_delta(conn, view)
-            break
+            return fallback.select_delta(conn, view)
         if _node_tie_read_whole(current, view, None) and fallback.marker_in_delta(current, delta) is not None:
             # (its owner is recomputed whole at the next fold: `owner_heal`)
-            delta = fallback.select_delta(conn, view)
-            break
+            return fallback.select_delta(conn, view)
         if current is not view:
             upstream.write_delta(conn, current.name, len(current.entry.plan.columns), delta)
             registry.reader_delta_writes += 1
             changes[names.fold(current.name)] = len(delta)
-    registry.pending_deltas[names.fold(view.name)] = ((key, conn.total_changes(), conn.data_version()), delta)
     return delta
 
 
