@@ -18,7 +18,7 @@ from typing import Any
 
 import apsw
 
-from matview import base_ddl, feed, lifecycle, names, upstream
+from matview import base_ddl, feed, names, rebuild, upstream
 from matview.db import Rows
 from matview.errors import Error, SchemaChanged
 from matview.fold import pending_count
@@ -270,9 +270,9 @@ class Connection(ViewStatements, FoldSchedule):
 
     def _repair_capture(self) -> None:
         """A base table's delta log is gone (a damaged file): re-create it before a write, which
-        SQLite would fail (see `lifecycle.repair_capture`)."""
+        SQLite would fail (see `rebuild.repair_capture`)."""
         with self._writing():
-            lifecycle.repair_capture(self.apsw, self.registry)
+            rebuild.repair_capture(self.apsw, self.registry)
         self.registry.sync_shadows()
 
     def _autocommit_write(self, sql: str, params: Any) -> Rows:

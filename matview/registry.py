@@ -75,7 +75,7 @@ class Registry:
         #: a fold of views over views that sees it change puts its own ΔVs back
         self.reader_delta_writes = 0
         #: base tables whose delta log or preimage table is gone while their triggers stay (a
-        #: damaged file): SQLite fails every write of them until `lifecycle.repair_capture`
+        #: damaged file): SQLite fails every write of them until `rebuild.repair_capture`
         self.lost_capture: dict[str, str] = {}
 
     def functions_changed(self) -> None:

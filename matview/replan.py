@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import apsw
 
-from matview import fallback, lifecycle
+from matview import fallback, rebuild
 from matview.db import ENVIRONMENT_ERRORS, describe, savepoint
 from matview.errors import Error
 from matview.registry import Registry, View
@@ -31,7 +31,7 @@ def keep_views_readable(conn: apsw.Connection, registry: Registry) -> list[View]
     views it changed (see the module docstring); the views whose rows changed."""
     registry.invalidate()
     views = list(registry.sync().values())
-    lifecycle.recompute_replanned(conn, registry, [t for v in views for t in v.entry.base_tables])
+    rebuild.recompute_replanned(conn, registry, [t for v in views for t in v.entry.base_tables])
     switched: list[View] = []
     for view in registry.fold_order(list(registry.sync().values())):
         problem = fallback.repairable_order_problem(conn, view)
@@ -52,6 +52,6 @@ def keep_views_readable(conn: apsw.Connection, registry: Registry) -> list[View]
             catalog.update_plan(conn, view.name, replace(view.entry.plan, needs_refresh=problem))
     if switched:
         registry.invalidate()
-        lifecycle.rebuild_sharing(conn, registry, switched, {})
+        rebuild.rebuild_sharing(conn, registry, switched, {})
     registry.invalidate()
     return switched

@@ -44,7 +44,7 @@ def view_problem(conn: apsw.Connection, entry: ViewEntry, lost_capture: dict[str
     """Why the view `entry` cannot be read or folded now (None: it can): a REFRESH it waits for,
     its tables or matview's index gone, its catalog row at odds with its table, a base table
     dropped, altered or given a key its capture does not follow. A base table whose change log is
-    gone is added to `lost_capture` (a write of it re-creates the log: `lifecycle.repair_capture`)."""
+    gone is added to `lost_capture` (a write of it re-creates the log: `rebuild.repair_capture`)."""
     if entry.plan.needs_refresh:
         return entry.plan.needs_refresh
     tables = [view_table(entry.name), state_table(entry.name), ordered_state_table(entry.name)]

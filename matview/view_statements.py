@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 from sqlglot.tokens import TokenType
 
-from matview import base_ddl, fallback, lifecycle, progress, replan
+from matview import base_ddl, fallback, lifecycle, progress, rebuild, replan
 from matview.db import Rows, describe, raising_user_function
 from matview.errors import Error
 from matview.names import fold, is_node, quote, view_table
@@ -90,7 +90,7 @@ class ViewStatements(Subscriptions):
             else:
                 self._fold(commit=False)
                 with self._rebuilds_recorded():
-                    lifecycle.refresh_view(self.apsw, self.registry, statement.name)
+                    rebuild.refresh_view(self.apsw, self.registry, statement.name)
                     self.registry.sync()
                     if self.registry.replan_due and fallback.FALL_BACK_TO_WHOLE:  # (still broken by an index)
                         replan.keep_views_readable(self.apsw, self.registry)
@@ -119,7 +119,7 @@ class ViewStatements(Subscriptions):
                     with self._ddl_guard.allowing_alter(altered or ""):
                         self.apsw.execute(sql, params)
                     self.registry.invalidate()
-                    lifecycle.refresh_view(self.apsw, self.registry, refreshed.name)
+                    rebuild.refresh_view(self.apsw, self.registry, refreshed.name)
                     # a view whose columns would change (`SELECT *`) cannot be rebuilt in place: undone
                     unbuilt = [
                         v for v in base_ddl.dependents(self.apsw, self.registry, sql) if v.entry.plan.needs_refresh

@@ -1,7 +1,7 @@
 """A view whose subquery does not depend on the outer row but reads a table the view reads too
 (`amount > (SELECT avg(amount) FROM orders)` over orders) would recompute every row at every
 write of that table, row by row: it is recomputed whole instead, one run of its SELECT
-(`partition.every_root_table`, `lifecycle._compile_with_nodes`; on for users, on here by the
+(`partition.every_root_table`, `compile_view.compile_with_nodes`; on for users, on here by the
 `fall_back_to_whole` mark). Correlated subqueries, uncorrelated ones over other tables, and
 `x IN (SELECT col …)` (a change reaches the rows whose x it moves in or out) stay incremental;
 `recompute = 'never'` keeps the incremental plan; REFRESH keeps the choice."""

@@ -1,4 +1,4 @@
-"""A SELECT the incremental engine refuses is recomputed whole (`lifecycle._compile_with_nodes`,
+"""A SELECT the incremental engine refuses is recomputed whole (`compile_view.compile_with_nodes`,
 `sql.whole`; on for users, on here by the `fall_back_to_whole` mark): GROUP_CONCAT over a join
 without an ORDER BY, a bare column over a join, a FULL JOIN of three tables, a recursive CTE, a
 scalar DISTINCT subquery (TPC-DS q6), UNION over an untyped column, a node whose groups have

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import apsw
 
 import matview
-from matview import lifecycle, names
+from matview import lifecycle, names, rebuild
 from matview.db import describe, scalar
 from matview.errors import Error
 from matview.names import fold, quote
@@ -124,7 +124,7 @@ def _write(db: str, mode: str, loads: list[LoadedTable], jobs: list[ViewJob], me
                     buckets = [ordered_aliases[p] for p in job.bucket_parts]
                     populate = merged_populate(merged_aliases, buckets, job.name)
                 if job.existing:
-                    lifecycle.rebuild_view(raw, registry, job.name, populate)
+                    rebuild.rebuild_view(raw, registry, job.name, populate)
                 else:
                     lifecycle.create_view(raw, registry, job.name, job.sql, populate=populate)
                 if populate is None:

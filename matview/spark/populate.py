@@ -10,7 +10,7 @@ own code, so the file holds exactly what a local ``CREATE MATERIALIZED VIEW`` st
 * SELECT DISTINCT: each row's merged count and representative; its shown row once;
 * a row view: its rows with their merged weights.
 
-Progress marks are set at the end of each base table's delta log, as `_populate` does.
+Progress marks are set at the end of each base table's delta log, as `snapshot.populate_snapshot` does.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import apsw
 
 from matview import names
 from matview.keys import row_key, row_of
-from matview.lifecycle import Populate, set_snapshot_progress
 from matview.names import quote
 from matview.operators.aggregate import GROUPS_OP
 from matview.operators.distinct import DISTINCT_OP
 from matview.registry import View
+from matview.snapshot import Populate, set_snapshot_progress
 from matview.storage.codec import unpack
 from matview.storage.state import StateStore
 from matview.zset import ZSet
