@@ -26,7 +26,13 @@ import apsw
 from matview.names import fold
 
 #: the actions the guard looks at: their other arguments name the object (ALTER: its database first)
-_DROPS = {apsw.SQLITE_DROP_TABLE, apsw.SQLITE_DROP_VIEW, apsw.SQLITE_DROP_INDEX, apsw.SQLITE_DROP_TRIGGER}
+_DROPS = {
+    apsw.SQLITE_DROP_TABLE,
+    apsw.SQLITE_DROP_VTABLE,  # (a view of catalog format 1 is a virtual table in main)
+    apsw.SQLITE_DROP_VIEW,
+    apsw.SQLITE_DROP_INDEX,
+    apsw.SQLITE_DROP_TRIGGER,
+}
 
 #: why an action on a main-schema object is refused (None: allowed): (action, name) → reason
 Refusal = Callable[[int, str], "str | None"]
