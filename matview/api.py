@@ -20,7 +20,7 @@ import apsw
 
 from matview import base_ddl, feed, names, rebuild, upstream
 from matview.db import Rows
-from matview.errors import Error, SchemaChanged
+from matview.errors import CatalogError, Error, SchemaChanged
 from matview.fold import pending_count
 from matview.fold_schedule import FoldSchedule
 from matview.names import fold, is_node, quote
@@ -56,7 +56,7 @@ class Connection(ViewStatements, FoldSchedule):
             raise Error(f"pending_limit must be a whole number of delta rows (0 or more), not {pending_limit!r}")
         self.pending_limit = pending_limit
         self.registry = Registry(connection)
-        self._ddl_guard = ddl_guard.install(connection, functools.partial(base_ddl.refusal, self.registry))
+        ddl_guard.install(connection, functools.partial(base_ddl.refusal, self.registry))
         self._depth: list[str | None] = []  # open `with` blocks: None = BEGIN, else a savepoint
         self._total_changes = connection.total_changes()
         self._changes: int | None = None  # changes() of the user's last statement, when a fold followed it
@@ -75,6 +75,7 @@ class Connection(ViewStatements, FoldSchedule):
         register_exact_extrema(connection)
         connection.create_scalar_function(upstream.UNREADABLE_FUNCTION, upstream.unreadable, 3)  # type: ignore[arg-type]
         connection.create_scalar_function(readable.RESULT_ERROR_FUNCTION, result_error, 2)  # type: ignore[arg-type]
+        connection.create_scalar_function(readable.DAMAGED_FUNCTION, readable.damaged, 1, deterministic=True)  # type: ignore[arg-type]
         self._module = Module(connection, self.registry)
         connection.create_module("matview", self._module)  # type: ignore[arg-type]
         connection.set_rollback_hook(self.registry.invalidate)
@@ -94,11 +95,11 @@ class Connection(ViewStatements, FoldSchedule):
     def _ddl_refusals(self) -> Iterator[None]:
         """SQLite's "not authorized" from the DDL guard (`storage.ddl_guard`), said as matview
         says a refusal of its statement patterns: a `matview.Error` naming the views."""
-        self._ddl_guard.refused = None
+        ddl_guard.forget_refusals(self.apsw)
         try:
             yield
         except apsw.AuthError as exc:
-            reason = self._ddl_guard.take_refusal()
+            reason = ddl_guard.take_refusal(self.apsw)
             if reason is None:
                 raise
             raise Error(reason) from exc
@@ -422,6 +423,9 @@ class Connection(ViewStatements, FoldSchedule):
             raise Error(f"view() takes a view's name, not a {type(name).__name__}")
         found = self.registry.get(name)
         if found is None:
+            damaged = self.registry.damaged.get(fold(name))
+            if damaged is not None:
+                raise CatalogError(f"{damaged.reason}; REFRESH MATERIALIZED VIEW it (or DROP it)")
             raise Error(f"no such materialized view: {name}")
         return ViewInfo(self, found)
 

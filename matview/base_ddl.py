@@ -27,14 +27,25 @@ def _main_target(conn: apsw.Connection, registry: Registry, named: tuple[str | N
     if named is None:
         return None
     schema, name = named
-    if registry.get(name) is not None and schema in (None, "main", "temp"):
+    if (registry.get(name) is not None or fold(name) in registry.damaged) and schema in (None, "main", "temp"):
         return name  # (a materialized view's temp shadow is matview's too)
     if schema is not None:
-        return name if schema == "main" else None  # (temp's, or an attached database's)
+        # (temp's, or an attached database's — but for main's own file attached again)
+        return name if schema == "main" or _aliases_main(conn, schema) else None
     temp = conn.execute(
         "SELECT 1 FROM temp.sqlite_master WHERE type IN ('table', 'view') AND name = ? COLLATE NOCASE", (name,)
     ).fetchone()
     return None if temp else name
+
+
+def _aliases_main(conn: apsw.Connection, schema: str) -> bool:
+    """Whether the attached `schema` is main's own file (`ATTACH 'this.db' AS x`)."""
+    try:
+        theirs = conn.db_filename(schema)
+    except (apsw.SQLError, ValueError):  # (no such schema: SQLite says so when it runs)
+        return False
+    mine = conn.db_filename("main")
+    return bool(mine) and theirs == mine
 
 
 def dependents(conn: apsw.Connection, registry: Registry, sql: str) -> list[View]:
@@ -56,7 +67,7 @@ def refuse(conn: apsw.Connection, registry: Registry, sql: str) -> None:
     if kind is not None and kind[0] in ("table", "index", "trigger"):  # (a user's view of such a name is theirs)
         raise Error(_own(dropped))  # type: ignore[arg-type]
     name = _main_target(conn, registry, named)
-    reason = None if name is None else _standing_on(registry.sync(), name)
+    reason = None if name is None else _standing_on(registry.sync(), registry, name)
     if reason is not None:
         raise Error(reason)
 
@@ -66,7 +77,7 @@ def refusal(registry: Registry, action: int, name: str) -> str | None:
     (None: it does not). It may not run SQL, so it reads the views the registry holds."""
     if is_internal(name) and action != apsw.SQLITE_DROP_VIEW:  # (a user's view of such a name is theirs)
         return _own(name)
-    return _standing_on(registry.views, name)
+    return _standing_on(registry.views, registry, name)
 
 
 def _own(name: str) -> str:
@@ -74,11 +85,11 @@ def _own(name: str) -> str:
     return f"{name} is matview's own: DROP MATERIALIZED VIEW the views that use it"
 
 
-def _standing_on(views: dict[str, View], name: str) -> str | None:
+def _standing_on(views: dict[str, View], registry: Registry, name: str) -> str | None:
     """Why `name` (a table or view in main) may not be dropped or altered: a materialized
-    view, or a table views read (None: neither)."""
+    view (`views`, or one whose catalog entry is damaged), or a table views read (None: neither)."""
     lowered = fold(name)
-    if lowered in views:
+    if lowered in views or lowered in registry.damaged:
         # its plain view in main and its temp shadow are matview's to drop, together
         return f"{name} is a materialized view: use DROP MATERIALIZED VIEW"
     readers = [v for v in views.values() if lowered in (fold(t) for t in v.entry.base_tables)]

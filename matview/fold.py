@@ -15,10 +15,11 @@ upstream views got in the same fold, upstream first (see `matview.upstream`).
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
+from itertools import pairwise
 
 import apsw
+from sqlglot.tokens import TokenType
 
 from matview import fallback, names, upstream
 from matview.db import ENVIRONMENT_ERRORS, describe, savepoint
@@ -27,7 +28,9 @@ from matview.names import quote
 from matview.operators.accumulators import ScanOrderDependent
 from matview.operators.recompute import recomputed_delta, should_recompute
 from matview.registry import Registry, View
+from matview.sql.sqltext import tokenize
 from matview.storage import catalog
+from matview.storage.catalog import ViewEntry
 from matview.storage.state import StateStore
 from matview.storage.viewstore import Inconsistent
 from matview.zset import ZSet
@@ -86,7 +89,20 @@ def _inputs(
     return ranges, inputs
 
 
-_SUMS = re.compile(r"\b(?:sum|total|avg)\s*\(", re.IGNORECASE)
+def _calls_a_sum(entry: ViewEntry) -> bool:
+    """Whether the view's SELECT, or a plain view it reads, calls sum/total/avg anywhere (a
+    subquery too; however the name is quoted: `"total"(x)`, `[sum](x)`)."""
+    for sql in (entry.sql, *(body for _name, body in entry.plan.plain_views)):
+        try:
+            tokens = tokenize(sql)
+        except Error:
+            return True
+        if any(t.text.lower() in _SUMS and after.kind == TokenType.L_PAREN for t, after in pairwise(tokens)):
+            return True
+    return False
+
+
+_SUMS = {"sum", "total", "avg"}
 
 
 def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) -> ZSet[bytes]:
@@ -110,7 +126,7 @@ def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) ->
     as_the_fold = all(
         (current is view or names.is_node(current.name))
         and not current.entry.plan.recompute_never
-        and not _SUMS.search(current.entry.sql)  # (in a subquery too)
+        and not _calls_a_sum(current.entry)
         for current in order
     )
     if as_the_fold and should_recompute(conn, view, own):
@@ -120,7 +136,7 @@ def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) ->
     else:
         try:
             delta = _pending_delta_terms(conn, registry, view, order, ranges)
-        except ENVIRONMENT_ERRORS:
+        except (*ENVIRONMENT_ERRORS, ScanOrderDependent):  # (a tie: the fold stalls or heals, the read says so)
             raise
         except (apsw.Error, UnicodeDecodeError):
             if not as_the_fold:

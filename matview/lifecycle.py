@@ -16,7 +16,7 @@ from matview import fallback, names, upstream
 from matview.circuit import Circuit
 from matview.compile_view import RefusedOnceCompiled, compile_with_nodes
 from matview.db import savepoint
-from matview.errors import Error, UnsupportedQuery
+from matview.errors import CatalogError, Error, UnsupportedQuery
 from matview.fold import fold_pending_deltas
 from matview.names import NODE_PREFIX, fold, quote
 from matview.rebuild import rebuild_sharing, recompute_replanned
@@ -26,10 +26,11 @@ from matview.storage import catalog, readable
 from matview.storage.capture import (
     capture_installed,
     capture_is_stale,
+    captured_tables,
     install_capture,
     remove_capture,
 )
-from matview.storage.catalog import ViewEntry
+from matview.storage.catalog import DamagedEntry, ViewEntry
 from matview.storage.ddl_guard import own_ddl
 from matview.storage.indexes import drop_unused as drop_unused_indexes
 from matview.storage.indexes import refuse_group_concat_through_own_index, with_indexes
@@ -245,6 +246,56 @@ def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: b
                 remove_capture(conn, table)
         for node in view.entry.plan.internal_nodes:
             drop_view(conn, registry, node, if_exists=True)
+    registry.invalidate()
+
+
+def drop_damaged_view(conn: apsw.Connection, registry: Registry, damaged: DamagedEntry, refresh: bool = False) -> None:
+    """DROP of a view whose catalog entry is damaged (`catalog.DamagedEntry`): its objects, found
+    by name; its internal nodes no other view lists; and the change capture of the tables no
+    view reads now (its own are unknown). Refused while views read it, but for its `refresh`."""
+    readers = [v.name for v in registry.sync().values() if fold(damaged.name) in map(fold, v.entry.plan.upstream_views)]
+    if readers and not refresh:
+        raise Error(
+            f"materialized view {damaged.name} is read by materialized view(s) {', '.join(readers)}: "
+            "DROP MATERIALIZED VIEW them first (or REFRESH it)"
+        )
+    with savepoint(conn):
+        registry.evaluator.forget(damaged.name)
+        readable.drop_shadow(conn, damaged.name)
+        conn.execute(f"DROP TABLE IF EXISTS temp.{quote(names.view_delta_table(damaged.name))}")
+        readable.drop_plain_view(conn, damaged.name)
+        _drop_view_tables(conn, damaged.name)
+        catalog.delete_view(conn, damaged.name)
+        registry.invalidate()
+        own = fold(f"{NODE_PREFIX}{damaged.name}_")
+        while True:  # (a node may read another: the reader first)
+            views = registry.sync()
+            listed = {fold(n) for v in views.values() for n in v.entry.plan.internal_nodes}
+            orphans = [v for key, v in views.items() if key.startswith(own) and key not in listed]
+            unread = [v for v in orphans if not registry.dependents_of(v)]
+            if not unread:
+                break
+            drop_view(conn, registry, unread[0].name)
+        read = {fold(t) for v in registry.sync().values() for t in v.entry.base_tables}
+        for table in captured_tables(conn):
+            if fold(table) not in read:
+                remove_capture(conn, table)
+    registry.invalidate()
+
+
+def refresh_damaged_view(conn: apsw.Connection, registry: Registry, damaged: DamagedEntry) -> None:
+    """REFRESH of a view whose catalog entry is damaged: made again from its SELECT (with the
+    default options: those its plan kept are lost), in one savepoint."""
+    if damaged.sql is None:
+        raise CatalogError(f"{damaged.reason}; its SELECT is lost too: DROP MATERIALIZED VIEW {quote(damaged.name)}")
+    maintenance = damaged.maintenance if damaged.maintenance in MAINTENANCE_MODES else "immediate"
+    with savepoint(conn):
+        drop_damaged_view(conn, registry, damaged, refresh=True)
+        create_view(conn, registry, damaged.name, damaged.sql, maintenance)
+        made = registry.get(damaged.name)
+        if made is not None and registry.dependents_of(made):  # (they read storage that changed without a ΔV)
+            upstream.ensure_delta_table(conn, made.name, made.entry.plan.columns)
+            rebuild_sharing(conn, registry, [made], {})
     registry.invalidate()
 
 

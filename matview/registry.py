@@ -58,6 +58,8 @@ class Registry:
         self.conn = conn
         self.evaluator = Evaluator()
         self.views: dict[str, View] = {}
+        #: views whose catalog entry is damaged: read as errors until REFRESH or DROP
+        self.damaged: dict[str, catalog.DamagedEntry] = {}
         self._schema_version: int | None = None
         self.collected: dict[str, int] = {}  # per base table: delta seq of the last garbage collection
         self._shadowed: tuple[int, int] | None = None  # (main, temp) schema versions the shadows match
@@ -136,7 +138,11 @@ class Registry:
         # (the table-valued pragma reads main's version whatever its qualifier: temp's needs PRAGMA)
         versions = (self._schema_version or 0, int(scalar(self.conn, "PRAGMA temp.schema_version")))
         if versions != self._shadowed:
-            complete = readable.reconcile(self.conn, [(v.name, v.entry.plan, self.reading(v)) for v in views.values()])
+            complete = readable.reconcile(
+                self.conn,
+                [(v.name, v.entry.plan, self.reading(v)) for v in views.values()],
+                [(d.name, d.reason) for d in self.damaged.values()],
+            )
             for view in views.values():
                 if self.dependents_of(view):  # where a reader of its dependents puts its ΔV
                     upstream.ensure_delta_table(self.conn, view.name, view.entry.plan.columns, check_width=True)
@@ -153,7 +159,7 @@ class Registry:
         return self._shadowed is not None and self._shadowed[0] == self._schema_version
 
     def _load(self, version: int) -> None:
-        entries = catalog.load_views(self.conn)
+        entries, self.damaged = catalog.load_catalog(self.conn)
         views: dict[str, View] = {}
         self.lost_capture = {}
         self.replan_due = False
@@ -170,6 +176,12 @@ class Registry:
                     entry, Circuit(entry.name, entry.plan, self.evaluator), ViewTable(entry.name, entry.plan.columns)
                 )
             view.broken = view_problem(self.conn, entry, self.lost_capture)
+            damaged_upstream = next((u for u in entry.plan.upstream_views if fold(u) in self.damaged), None)
+            if damaged_upstream is not None:
+                view.broken = (
+                    f"materialized view {entry.name} reads {damaged_upstream}, whose catalog entry is damaged: "
+                    f"REFRESH MATERIALIZED VIEW {damaged_upstream}"
+                )
             view.stalled = self._missing_functions(entry)
             view.table.read_constraints(self.conn)
             if not view.broken and view.circuit.first_rows:

@@ -47,7 +47,8 @@ def verify(conn: Connection, names: list[str]) -> list[tuple[str, bool, str | No
     """(view, matches its SELECT, the error that stopped the check) for the named views, or
     every view: a damaged view is a finding, and the others are checked too."""
     results: list[tuple[str, bool, str | None]] = []
-    for name in names or [v.name for v in conn.views()]:
+    damaged = [d.name for d in conn.registry.damaged.values()]  # (its reads raise why)
+    for name in names or [*(v.name for v in conn.views()), *damaged]:
         try:
             results.append((name, conn.view(name).verify(), None))
         except (Error, apsw.Error) as exc:

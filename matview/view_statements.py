@@ -21,14 +21,13 @@ from matview.errors import Error
 from matview.names import fold, is_node, quote, view_table
 from matview.registry import View
 from matview.sql.sqltext import matching_paren, split_top_level, tokenize
-from matview.storage import readable
+from matview.storage import ddl_guard, readable
 from matview.storage.capture import follow_new_keys
 from matview.subscriptions import Subscriptions
 from matview_ext import statements
 
 if TYPE_CHECKING:
     from matview.progress import ProgressCallback
-    from matview.storage.ddl_guard import DdlGuard
 
 
 class ViewStatements(Subscriptions):
@@ -36,7 +35,6 @@ class ViewStatements(Subscriptions):
 
     if TYPE_CHECKING:  # (what they use of `Connection`)
         _progress: ProgressCallback | None
-        _ddl_guard: DdlGuard
 
         def _writing(self) -> contextlib.AbstractContextManager[None]: ...
         def _fold(self, commit: bool) -> None: ...
@@ -85,6 +83,12 @@ class ViewStatements(Subscriptions):
                     auto_indexes=indexes == "auto",
                     recompute=statement.options.get("recompute", "auto"),
                 )
+            elif fold(statement.name) in self.registry.damaged:  # (its catalog entry: `catalog.DamagedEntry`)
+                damaged = self.registry.damaged[fold(statement.name)]
+                if isinstance(statement, statements.DropView):
+                    lifecycle.drop_damaged_view(self.apsw, self.registry, damaged)
+                else:
+                    lifecycle.refresh_damaged_view(self.apsw, self.registry, damaged)
             elif isinstance(statement, statements.DropView):
                 lifecycle.drop_view(self.apsw, self.registry, statement.name, statement.if_exists)
             else:
@@ -116,7 +120,7 @@ class ViewStatements(Subscriptions):
                 self._fold(commit=False)
                 with self._rebuilds_recorded():
                     altered = base_ddl.target(self.apsw, self.registry, sql)
-                    with self._ddl_guard.allowing_alter(altered or ""):
+                    with ddl_guard.allowing_alter(self.apsw, altered or ""):
                         self.apsw.execute(sql, params)
                     self.registry.invalidate()
                     rebuild.refresh_view(self.apsw, self.registry, refreshed.name)

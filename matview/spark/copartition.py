@@ -167,8 +167,12 @@ def write_buckets(
     conn.create_scalar_function(BUCKET_FUNCTION, bucket_of, 3, deterministic=True)  # type: ignore[arg-type]
     cols = ", ".join(quote(c) for c in columns)
     for column, collation in keys:
+        key = quote(column)
+        # an INTEGER key's bucket in SQL, as `bucket_of` computes it (Python's % is never
+        # negative); any other value (an integral REAL meets its INTEGER there) in Python
         conn.execute(
-            f"CREATE TEMP TABLE __dbsp_hashed AS SELECT {BUCKET_FUNCTION}({quote(column)}, ?, ?) AS __dbsp_b, {cols} "
+            f"CREATE TEMP TABLE __dbsp_hashed AS SELECT CASE WHEN typeof({key}) = 'integer' "
+            f"THEN ({key} % ?2 + ?2) % ?2 ELSE {BUCKET_FUNCTION}({key}, ?1, ?2) END AS __dbsp_b, {cols} "
             f"FROM main.{quote(table)}",
             (collation, buckets),
         )

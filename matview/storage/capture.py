@@ -262,6 +262,16 @@ def missing_capture_tables(conn: apsw.Connection, table: str) -> list[str]:
     return missing_tables(conn, [names.delta_table(table), names.preimage_table(table)])
 
 
+def captured_tables(conn: apsw.Connection) -> list[str]:
+    """The main tables with a capture trigger of matview's on them."""
+    event = CAPTURE_EVENTS[0]
+    return [
+        str(table)
+        for name, table in conn.execute("SELECT name, tbl_name FROM main.sqlite_master WHERE type = 'trigger'")
+        if fold(str(name)) == fold(names.trigger(str(table), event))
+    ]
+
+
 def capture_installed(conn: apsw.Connection, table: str) -> bool:
     """True when every capture trigger of `table` exists on it (a DROP TABLE removes them; an
     `ALTER TABLE … RENAME TO` by another client takes them to the renamed table)."""

@@ -47,6 +47,17 @@ class ViewEntry:
     base_tables: list[str]
 
 
+@dataclass(frozen=True)
+class DamagedEntry:
+    """A view whose catalog entry cannot be read: reads of it raise `reason` until REFRESH
+    (which compiles its SELECT again, where `sql` survived) or DROP."""
+
+    name: str
+    sql: str | None
+    maintenance: str | None
+    reason: str
+
+
 def _sql_step(text: str) -> Step:
     def run(conn: apsw.Connection) -> None:
         conn.execute(text)
@@ -171,10 +182,17 @@ def _now() -> str:
 
 
 def load_views(conn: apsw.Connection) -> dict[str, ViewEntry]:
-    """Every view in the file, by lower-cased name."""
+    """Every view in the file whose catalog entry can be read, by lower-cased name."""
+    return load_catalog(conn)[0]
+
+
+def load_catalog(conn: apsw.Connection) -> tuple[dict[str, ViewEntry], dict[str, DamagedEntry]]:
+    """Every view in the file, by lower-cased name: those whose entry can be read, and those
+    whose entry is damaged (another client's edit), which block no other view."""
     if check_version(conn) == 0:
-        return {}
+        return {}, {}
     views: dict[str, ViewEntry] = {}
+    damaged: dict[str, DamagedEntry] = {}
     try:
         rows = cast(
             list[Any],
@@ -185,11 +203,13 @@ def load_views(conn: apsw.Connection) -> dict[str, ViewEntry]:
     except apsw.SQLError as exc:
         raise CatalogError(f"matview catalog is corrupt: {exc}") from None
     for name, sql, plan_blob, plan_format, maintenance, base_blob in rows:
-        if type(plan_format) is not int:
-            raise CatalogError(f"matview catalog entry of view {name} is corrupt: its plan format is {plan_format!r}")
-        if plan_format > PLAN_FORMAT:
+        if not isinstance(name, str) or not name:
+            raise CatalogError(f"matview catalog is corrupt: a view's name is {name!r}")
+        if type(plan_format) is int and plan_format > PLAN_FORMAT:
             raise CatalogError(f"view {name} was compiled by a newer matview (plan format {plan_format})")
         try:
+            if type(plan_format) is not int:
+                raise ValueError(f"its plan format is {plan_format!r}")
             data = unpack(plan_blob)
             _refuse_statement_separators(data)
             plan = Plan.from_dict(data)
@@ -197,10 +217,19 @@ def load_views(conn: apsw.Connection) -> dict[str, ViewEntry]:
             base_tables = list(unpack(base_blob))
             if not all(isinstance(table, str) for table in base_tables):
                 raise ValueError("its base tables are not all names")
+            if not isinstance(sql, str) or maintenance not in ("immediate", "deferred"):
+                raise ValueError("its SELECT or maintenance mode is not readable")
         except Exception as exc:
-            raise CatalogError(f"matview catalog entry of view {name} is corrupt: {exc}") from None
+            reason = f"matview catalog entry of view {name} is corrupt: {exc}"
+            damaged[fold(name)] = DamagedEntry(
+                name,
+                sql if isinstance(sql, str) else None,
+                maintenance if isinstance(maintenance, str) else None,
+                reason,
+            )
+            continue
         views[fold(name)] = ViewEntry(name, sql, plan, maintenance, base_tables)
-    return views
+    return views, damaged
 
 
 #: the plan's fields that hold pieces of the user's SQL, run as they are (names are quoted)

@@ -41,11 +41,14 @@ Authorizer = Callable[[int, "str | None", "str | None", "str | None", "str | Non
 
 class DdlGuard:
     """The authorizer (see the module's docstring). `refused` keeps the reason of the last
-    refusal, for the error the API raises in place of SQLite's "not authorized"."""
+    refusal, for the error the API raises in place of SQLite's "not authorized" (`take_refusal`)."""
 
-    def __init__(self, refusal: Refusal, then: Authorizer | None = None) -> None:
+    def __init__(self, refusal: Refusal, then: Authorizer | None = None, conn: apsw.Connection | None = None) -> None:
         self._refusal = refusal
-        self._then = then  # (an authorizer the user had set: asked after the guard allows)
+        # (an authorizer set before: the application's, or another matview Connection's guard on
+        # the same apsw connection; asked after this one allows)
+        self._then = then
+        self._conn = conn  # (its file names: no SQL runs in an authorizer, sqlite3_db_filename is no SQL)
         self.own = 0  # depth of `own_ddl`
         self.altered: str | None = None  # (folded) the table `allowing_alter` lets ALTER
         self.refused: str | None = None
@@ -59,49 +62,82 @@ class DdlGuard:
             where, name = arg1, arg2
         else:
             where, name = None, None
-        reason = None if name is None or self.own or where != "main" else self._refusal_of(action, name)
+        reason = None if name is None or self.own or not self._in_main(where) else self._refusal_of(action, name)
         if reason is not None:
             self.refused = reason
             return apsw.SQLITE_DENY
         return apsw.SQLITE_OK if self._then is None else self._then(action, arg1, arg2, database, trigger_or_view)
+
+    def _in_main(self, database: str | None) -> bool:
+        """main, or an attached name of main's own file (`ATTACH 'this.db' AS x`)."""
+        if database == "main":
+            return True
+        if database in (None, "temp") or self._conn is None:
+            return False
+        mine = self._conn.db_filename("main")
+        return bool(mine) and self._conn.db_filename(database) == mine
 
     def _refusal_of(self, action: int, name: str) -> str | None:
         if action == apsw.SQLITE_ALTER_TABLE and self.altered == fold(name):
             return None
         return self._refusal(action, name)
 
-    def take_refusal(self) -> str | None:
-        """The reason of the last refusal, once."""
-        reason, self.refused = self.refused, None
-        return reason
-
-    @contextmanager
-    def allowing_alter(self, table: str) -> Iterator[None]:
-        """Let the user's ALTER TABLE of `table` run (an ADD COLUMN the API then maintains)."""
-        saved, self.altered = self.altered, fold(table)
-        try:
-            yield
-        finally:
-            self.altered = saved
+    def chain(self) -> list[DdlGuard]:
+        """This guard and the guards it asks after it (several matview Connections on one apsw
+        connection): each must let matview's own DDL and a maintained ALTER through."""
+        guards = [self]
+        while isinstance(guards[-1]._then, DdlGuard):
+            guards.append(guards[-1]._then)
+        return guards
 
 
 def install(conn: apsw.Connection, refusal: Refusal) -> DdlGuard:
-    """Put a guard on the connection as its authorizer (one it had goes on, asked after it)."""
-    previous = conn.authorizer
-    guard = DdlGuard(refusal, None if isinstance(previous, DdlGuard) else previous)
+    """Put a guard on the connection as its authorizer (one it had, the application's or another
+    Connection's guard, goes on: asked after it)."""
+    guard = DdlGuard(refusal, conn.authorizer, conn)
     conn.authorizer = guard
     return guard
 
 
+def _guards(conn: apsw.Connection) -> list[DdlGuard]:
+    guard = conn.authorizer
+    return guard.chain() if isinstance(guard, DdlGuard) else []
+
+
 @contextmanager
 def own_ddl(conn: apsw.Connection) -> Iterator[None]:
-    """matview's own DDL: the guard (when the connection has one) lets it run."""
-    guard = conn.authorizer
-    if not isinstance(guard, DdlGuard):
-        yield
-        return
-    guard.own += 1
+    """matview's own DDL: the guards (when the connection has any) let it run."""
+    guards = _guards(conn)
+    for guard in guards:
+        guard.own += 1
     try:
         yield
     finally:
-        guard.own -= 1
+        for guard in guards:
+            guard.own -= 1
+
+
+@contextmanager
+def allowing_alter(conn: apsw.Connection, table: str) -> Iterator[None]:
+    """Let the user's ALTER TABLE of `table` run (an ADD COLUMN the API then maintains)."""
+    guards = _guards(conn)
+    saved = [guard.altered for guard in guards]
+    for guard in guards:
+        guard.altered = fold(table)
+    try:
+        yield
+    finally:
+        for guard, altered in zip(guards, saved):
+            guard.altered = altered
+
+
+def forget_refusals(conn: apsw.Connection) -> None:
+    for guard in _guards(conn):
+        guard.refused = None
+
+
+def take_refusal(conn: apsw.Connection) -> str | None:
+    """The reason of the guards' last refusal, once (None: SQLite's AuthError is another's)."""
+    reasons = [guard.refused for guard in _guards(conn) if guard.refused is not None]
+    forget_refusals(conn)
+    return reasons[0] if reasons else None

@@ -20,11 +20,13 @@ while every weight is 1), so reading the view costs about what scanning the tabl
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NoReturn
 
 import apsw
 from sqlglot.tokens import TokenType
 
 from matview import names
+from matview.errors import CatalogError
 from matview.keys import BUILTIN_COLLATIONS
 from matview.names import fold, quote
 from matview.operators.accumulators import VARIANT_DEPENDENT, result_error_markers_sql
@@ -267,7 +269,37 @@ def is_shadow(sql: str) -> bool:
     module matview (a shadow, or the pending rows of one) or a shadow view."""
     return is_matview_vtable(sql) or (
         sql[:11].upper() == "CREATE VIEW"
-        and (f"temp.{quote(_PENDING_PREFIX)[:-1]}" in sql or f"temp.{quote(_ALL_ROWS_PREFIX)[:-1]}" in sql)
+        and (
+            f"temp.{quote(_PENDING_PREFIX)[:-1]}" in sql
+            or f"temp.{quote(_ALL_ROWS_PREFIX)[:-1]}" in sql
+            or f"{_BODY_MARK}{_DAMAGED_MARK}" in sql
+        )
+    )
+
+
+#: the SQL function a damaged view's shadow calls: it raises the reason (`damaged_shadow_sql`)
+DAMAGED_FUNCTION = "__dbsp_damaged"
+_DAMAGED_MARK = "/* damaged */ "
+
+
+def damaged(reason: str) -> NoReturn:
+    """SQL function: a read of a view whose catalog entry is damaged raises why."""
+    raise CatalogError(f"{reason}; REFRESH MATERIALIZED VIEW it (or DROP it)")
+
+
+def damaged_shadow_sql(conn: apsw.Connection, view: str, reason: str) -> str:
+    """The temp shadow of a view whose catalog entry is damaged: its stored table's columns
+    (so that a statement naming them prepares), and a WHERE SQLite evaluates once before any
+    row, which raises — the stored rows are as of some fold, never to be read as current."""
+    table = names.view_table(view)
+    found = conn.execute(
+        "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE", (table,)
+    ).fetchone()
+    source = f"main.{quote(table)}" if found else "(SELECT NULL)"
+    literal = "'" + reason.replace("'", "''") + "'"
+    return (
+        f"CREATE VIEW temp.{quote(view)} AS {_BODY_MARK}{_DAMAGED_MARK}SELECT * FROM {source} "
+        f"WHERE {DAMAGED_FUNCTION}({literal})"
     )
 
 
@@ -360,14 +392,21 @@ def drop_shadow(conn: apsw.Connection, view: str) -> None:
     _drop(conn, shadows(conn).get(fold(view), {}))
 
 
-def reconcile(conn: apsw.Connection, views: Sequence[tuple[str, Plan, Reading | None]]) -> bool:
-    """Make this connection's temp shadows exactly those of `views`. False when some could not
-    be made right now (a cursor still reads a shadow being dropped): try again later. A temp
-    object of the user's own that already has a view's name is left alone; it hides the view
-    on this connection as any temp object hides a main one."""
+def reconcile(
+    conn: apsw.Connection, views: Sequence[tuple[str, Plan, Reading | None]], damaged_views: Sequence[tuple[str, str]]
+) -> bool:
+    """Make this connection's temp shadows exactly those of `views`, and of the views whose
+    catalog entry is damaged (`damaged_views`: name, reason). False when some
+    could not be made right now (a cursor still reads a shadow being dropped): try again
+    later. A temp object of the user's own that already has a view's name is left alone; it
+    hides the view on this connection as any temp object hides a main one."""
     complete = True
     wanted = {fold(name): (name, plan, reading if direct_read(plan) else None) for name, plan, reading in views}
+    damaged_keys = {fold(name) for name, _reason in damaged_views}
     for key, objects in shadows(conn).items():
+        kinds = [kind for kind, _sql in objects.values()]
+        if key in damaged_keys and kinds == ["view"] and _DAMAGED_MARK in next(iter(objects.values()))[1]:
+            continue  # (a damaged view's shadow stays)
         if key not in wanted or not _up_to_date(key, wanted[key][1], wanted[key][2], objects):
             try:
                 _drop(conn, objects)
@@ -378,6 +417,12 @@ def reconcile(conn: apsw.Connection, views: Sequence[tuple[str, Plan, Reading | 
         if key not in taken and names.pending_rows(key) not in taken and names.all_rows(key) not in taken:
             try:
                 create_shadow(conn, name, plan, reading)
+            except (apsw.LockedError, apsw.BusyError, apsw.ReadOnlyError):  # (query_only: later)
+                complete = False
+    for name, reason in damaged_views:
+        if fold(name) not in taken:
+            try:
+                conn.execute(damaged_shadow_sql(conn, name, reason))
             except (apsw.LockedError, apsw.BusyError, apsw.ReadOnlyError):  # (query_only: later)
                 complete = False
     return complete
