@@ -13,6 +13,7 @@ import apsw
 from matview.errors import Error
 from matview.names import fold, is_internal, is_node
 from matview.registry import Registry, View
+from matview.storage.ddl_guard import same_file
 from matview_ext import statements
 
 
@@ -44,8 +45,7 @@ def _aliases_main(conn: apsw.Connection, schema: str) -> bool:
         theirs = conn.db_filename(schema)
     except (apsw.SQLError, ValueError):  # (no such schema: SQLite says so when it runs)
         return False
-    mine = conn.db_filename("main")
-    return bool(mine) and theirs == mine
+    return same_file(conn.db_filename("main"), theirs)
 
 
 def dependents(conn: apsw.Connection, registry: Registry, sql: str) -> list[View]:
@@ -92,11 +92,12 @@ def _standing_on(views: dict[str, View], registry: Registry, name: str) -> str |
     if lowered in views or lowered in registry.damaged:
         # its plain view in main and its temp shadow are matview's to drop, together
         return f"{name} is a materialized view: use DROP MATERIALIZED VIEW"
-    readers = [v for v in views.values() if lowered in (fold(t) for t in v.entry.base_tables)]
+    readers = [v.name for v in views.values() if lowered in (fold(t) for t in v.entry.base_tables)]
+    readers += [d.name for d in registry.damaged.values() if lowered in (fold(t) for t in d.base_tables)]
     if not readers:
         return None
     # (a view's internal nodes go with it: the user named only the views)
-    shown = [v.name for v in readers if not is_node(v.name)] or [v.name for v in readers]
+    shown = [name for name in readers if not is_node(name)] or readers
     return (
         f"table {name} is used by materialized view(s) {', '.join(shown)}: "
         "DROP MATERIALIZED VIEW them first (ALTER TABLE … ADD COLUMN is maintained)"

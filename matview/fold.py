@@ -136,7 +136,9 @@ def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) ->
     else:
         try:
             delta = _pending_delta_terms(conn, registry, view, order, ranges)
-        except (*ENVIRONMENT_ERRORS, ScanOrderDependent):  # (a tie: the fold stalls or heals, the read says so)
+        except ENVIRONMENT_ERRORS:
+            raise
+        except ScanOrderDependent:  # (a tie: the fold stalls or heals, the read says so)
             raise
         except (apsw.Error, UnicodeDecodeError):
             if not as_the_fold:

@@ -214,8 +214,15 @@ def _fold_upstreams(conn: apsw.Connection, registry: Registry, upstreams: list[V
             raise Error(view.stalled)
 
 
-def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: bool = False) -> None:
+def drop_view(
+    conn: apsw.Connection, registry: Registry, name: str, if_exists: bool = False, remade: bool = False
+) -> None:
+    """DROP MATERIALIZED VIEW (`remade`: for a REFRESH that makes it again, views reading it kept)."""
     view = registry.get(name)
+    damaged = registry.damaged.get(fold(name))
+    if view is None and damaged is not None:
+        drop_damaged_view(conn, registry, damaged, remade)
+        return
     if view is None:
         kind = _existing_object(conn, name)
         if kind is not None:
@@ -224,19 +231,13 @@ def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: b
             return
         raise Error(f"no such materialized view: {name}")
     dependents = registry.dependents_of(view)
-    if dependents:
+    if dependents and not remade:
         raise Error(
             f"materialized view {view.name} is read by materialized view(s) "
             f"{', '.join(v.name for v in dependents)}: DROP MATERIALIZED VIEW them first"
         )
     with savepoint(conn):
-        registry.evaluator.forget(view.name)
-        readable.drop_shadow(conn, view.name)
-        conn.execute(f"DROP TABLE IF EXISTS temp.{quote(names.view_delta_table(view.name))}")
-        readable.drop_plain_view(conn, view.name)
-        _drop_view_tables(conn, view.name)
-        catalog.delete_view(conn, view.name)
-        registry.invalidate()
+        _drop_view_objects(conn, registry, view.name)
         still_used = {i for other in registry.sync().values() for i in other.entry.plan.indexes}
         drop_unused_indexes(conn, view.entry.plan.indexes, still_used)
         if set(view.entry.plan.indexes) - still_used:
@@ -249,24 +250,18 @@ def drop_view(conn: apsw.Connection, registry: Registry, name: str, if_exists: b
     registry.invalidate()
 
 
-def drop_damaged_view(conn: apsw.Connection, registry: Registry, damaged: DamagedEntry, refresh: bool = False) -> None:
+def drop_damaged_view(conn: apsw.Connection, registry: Registry, damaged: DamagedEntry, remade: bool = False) -> None:
     """DROP of a view whose catalog entry is damaged (`catalog.DamagedEntry`): its objects, found
     by name; its internal nodes no other view lists; and the change capture of the tables no
-    view reads now (its own are unknown). Refused while views read it, but for its `refresh`."""
+    view reads now (its own are unknown). Refused while views read it, but for its REFRESH (`remade`)."""
     readers = [v.name for v in registry.sync().values() if fold(damaged.name) in map(fold, v.entry.plan.upstream_views)]
-    if readers and not refresh:
+    if readers and not remade:
         raise Error(
             f"materialized view {damaged.name} is read by materialized view(s) {', '.join(readers)}: "
             "DROP MATERIALIZED VIEW them first (or REFRESH it)"
         )
     with savepoint(conn):
-        registry.evaluator.forget(damaged.name)
-        readable.drop_shadow(conn, damaged.name)
-        conn.execute(f"DROP TABLE IF EXISTS temp.{quote(names.view_delta_table(damaged.name))}")
-        readable.drop_plain_view(conn, damaged.name)
-        _drop_view_tables(conn, damaged.name)
-        catalog.delete_view(conn, damaged.name)
-        registry.invalidate()
+        _drop_view_objects(conn, registry, damaged.name)
         own = fold(f"{NODE_PREFIX}{damaged.name}_")
         while True:  # (a node may read another: the reader first)
             views = registry.sync()
@@ -285,17 +280,44 @@ def drop_damaged_view(conn: apsw.Connection, registry: Registry, damaged: Damage
 
 def refresh_damaged_view(conn: apsw.Connection, registry: Registry, damaged: DamagedEntry) -> None:
     """REFRESH of a view whose catalog entry is damaged: made again from its SELECT (with the
-    default options: those its plan kept are lost), in one savepoint."""
+    default options: those its plan kept are lost)."""
     if damaged.sql is None:
         raise CatalogError(f"{damaged.reason}; its SELECT is lost too: DROP MATERIALIZED VIEW {quote(damaged.name)}")
     maintenance = damaged.maintenance if damaged.maintenance in MAINTENANCE_MODES else "immediate"
+    _remake(conn, registry, damaged.name, damaged.sql, maintenance, "auto", True)
+
+
+def remake_view(conn: apsw.Connection, registry: Registry, view: View) -> None:
+    """REFRESH of a view one of whose internal nodes' catalog entry is damaged (a rebuild reads
+    its nodes as they are): dropped, nodes and all, and made again from its SELECT."""
+    plan = view.entry.plan
+    recompute = "never" if plan.recompute_never else "auto"
+    _remake(conn, registry, view.name, view.entry.sql, view.entry.maintenance, recompute, plan.auto_indexes)
+
+
+def _remake(
+    conn: apsw.Connection, registry: Registry, name: str, sql: str, maintenance: str, recompute: str, auto_indexes: bool
+) -> None:
+    """DROP and CREATE in one savepoint; the views over it are rebuilt (they read storage
+    that changed without a ΔV)."""
     with savepoint(conn):
-        drop_damaged_view(conn, registry, damaged, refresh=True)
-        create_view(conn, registry, damaged.name, damaged.sql, maintenance)
-        made = registry.get(damaged.name)
-        if made is not None and registry.dependents_of(made):  # (they read storage that changed without a ΔV)
+        drop_view(conn, registry, name, remade=True)
+        create_view(conn, registry, name, sql, maintenance, auto_indexes=auto_indexes, recompute=recompute)
+        made = registry.get(name)
+        if made is not None and registry.dependents_of(made):
             upstream.ensure_delta_table(conn, made.name, made.entry.plan.columns)
             rebuild_sharing(conn, registry, [made], {})
+    registry.invalidate()
+
+
+def _drop_view_objects(conn: apsw.Connection, registry: Registry, name: str) -> None:
+    """Drop view `name`'s own objects, by name: its shadows, plain view, tables, catalog row."""
+    registry.evaluator.forget(name)
+    readable.drop_shadow(conn, name)
+    conn.execute(f"DROP TABLE IF EXISTS temp.{quote(names.view_delta_table(name))}")
+    readable.drop_plain_view(conn, name)
+    _drop_view_tables(conn, name)
+    catalog.delete_view(conn, name)
     registry.invalidate()
 
 

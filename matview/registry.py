@@ -178,9 +178,11 @@ class Registry:
             view.broken = view_problem(self.conn, entry, self.lost_capture)
             damaged_upstream = next((u for u in entry.plan.upstream_views if fold(u) in self.damaged), None)
             if damaged_upstream is not None:
+                # (an internal node is the view's own: its REFRESH makes both again)
+                repaired = entry.name if is_node(damaged_upstream) else damaged_upstream
                 view.broken = (
                     f"materialized view {entry.name} reads {damaged_upstream}, whose catalog entry is damaged: "
-                    f"REFRESH MATERIALIZED VIEW {damaged_upstream}"
+                    f"REFRESH MATERIALIZED VIEW {repaired}"
                 )
             view.stalled = self._missing_functions(entry)
             view.table.read_constraints(self.conn)

@@ -83,14 +83,12 @@ class ViewStatements(Subscriptions):
                     auto_indexes=indexes == "auto",
                     recompute=statement.options.get("recompute", "auto"),
                 )
-            elif fold(statement.name) in self.registry.damaged:  # (its catalog entry: `catalog.DamagedEntry`)
-                damaged = self.registry.damaged[fold(statement.name)]
-                if isinstance(statement, statements.DropView):
-                    lifecycle.drop_damaged_view(self.apsw, self.registry, damaged)
-                else:
-                    lifecycle.refresh_damaged_view(self.apsw, self.registry, damaged)
             elif isinstance(statement, statements.DropView):
                 lifecycle.drop_view(self.apsw, self.registry, statement.name, statement.if_exists)
+            elif fold(statement.name) in self.registry.damaged:  # (its catalog entry: `catalog.DamagedEntry`)
+                lifecycle.refresh_damaged_view(self.apsw, self.registry, self.registry.damaged[fold(statement.name)])
+            elif self._nodes_damaged(statement.name):
+                lifecycle.remake_view(self.apsw, self.registry, self.registry.views[fold(statement.name)])
             else:
                 self._fold(commit=False)
                 with self._rebuilds_recorded():
@@ -98,6 +96,18 @@ class ViewStatements(Subscriptions):
                     self.registry.sync()
                     if self.registry.replan_due and fallback.FALL_BACK_TO_WHOLE:  # (still broken by an index)
                         replan.keep_views_readable(self.apsw, self.registry)
+
+    def _nodes_damaged(self, name: str) -> bool:
+        """Whether a view's internal nodes (theirs too) include one whose catalog entry is damaged."""
+        view = self.registry.get(name)
+        nodes = list(view.entry.plan.internal_nodes) if view is not None else []
+        while nodes:
+            node = nodes.pop()
+            if fold(node) in self.registry.damaged:
+                return True
+            found = self.registry.views.get(fold(node))
+            nodes += found.entry.plan.internal_nodes if found is not None else ()
+        return False
 
     def _create_index_on_view(self, index: statements.CreateIndex) -> Rows:
         view = self.registry.get(index.table)

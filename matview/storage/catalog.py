@@ -56,6 +56,7 @@ class DamagedEntry:
     sql: str | None
     maintenance: str | None
     reason: str
+    base_tables: list[str]  # (as far as they can be read: the DDL guard keeps them)
 
 
 def _sql_step(text: str) -> Step:
@@ -204,7 +205,7 @@ def load_catalog(conn: apsw.Connection) -> tuple[dict[str, ViewEntry], dict[str,
         raise CatalogError(f"matview catalog is corrupt: {exc}") from None
     for name, sql, plan_blob, plan_format, maintenance, base_blob in rows:
         if not isinstance(name, str) or not name:
-            raise CatalogError(f"matview catalog is corrupt: a view's name is {name!r}")
+            continue  # (a row that names no view: its view, if any, is found below without one)
         if type(plan_format) is int and plan_format > PLAN_FORMAT:
             raise CatalogError(f"view {name} was compiled by a newer matview (plan format {plan_format})")
         try:
@@ -214,9 +215,12 @@ def load_catalog(conn: apsw.Connection) -> tuple[dict[str, ViewEntry], dict[str,
             _refuse_statement_separators(data)
             plan = Plan.from_dict(data)
             _refuse_unknown_placeholders(plan)
-            base_tables = list(unpack(base_blob))
-            if not all(isinstance(table, str) for table in base_tables):
+            base_tables = _names(base_blob)
+            if base_tables is None:
                 raise ValueError("its base tables are not all names")
+            missing = {fold(t) for t in plan.base_tables} - {fold(t) for t in base_tables}
+            if missing:  # (the tables it reads are the plan's and its upstream views' tables)
+                raise ValueError(f"its base tables do not list {', '.join(sorted(missing))}")
             if not isinstance(sql, str) or maintenance not in ("immediate", "deferred"):
                 raise ValueError("its SELECT or maintenance mode is not readable")
         except Exception as exc:
@@ -226,10 +230,37 @@ def load_catalog(conn: apsw.Connection) -> tuple[dict[str, ViewEntry], dict[str,
                 sql if isinstance(sql, str) else None,
                 maintenance if isinstance(maintenance, str) else None,
                 reason,
+                _names(base_blob) or [],
             )
             continue
         views[fold(name)] = ViewEntry(name, sql, plan, maintenance, base_tables)
+    for name in _views_without_entry(conn, {*views, *damaged}):
+        reason = f"materialized view {name} has no matview catalog entry (another client deleted or renamed it)"
+        damaged[fold(name)] = DamagedEntry(name, None, None, reason, [])
     return views, damaged
+
+
+def _names(blob: Any) -> list[str] | None:
+    """A stored list of table names (None: not one)."""
+    try:
+        found = unpack(blob)
+    except Exception:
+        return None
+    if not isinstance(found, (list, tuple)) or not all(isinstance(name, str) for name in found):
+        return None
+    return list(found)
+
+
+def _views_without_entry(conn: apsw.Connection, known: set[str]) -> list[str]:
+    """The views whose plain view (`readable.plain_view_sql`: it reads `__dbsp_view_<name>`)
+    stands in main but whose catalog row is gone."""
+    found = []
+    for name, sql in conn.execute(
+        "SELECT name, sql FROM main.sqlite_master WHERE type = 'view' AND instr(sql, '\"__dbsp_s\"') > 0"
+    ):
+        if isinstance(name, str) and fold(name) not in known and f"FROM {quote(names.view_table(name))} AS" in sql:
+            found.append(name)
+    return found
 
 
 #: the plan's fields that hold pieces of the user's SQL, run as they are (names are quoted)

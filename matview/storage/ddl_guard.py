@@ -18,6 +18,7 @@ read again before every statement the API runs).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -74,8 +75,7 @@ class DdlGuard:
             return True
         if database in (None, "temp") or self._conn is None:
             return False
-        mine = self._conn.db_filename("main")
-        return bool(mine) and self._conn.db_filename(database) == mine
+        return same_file(self._conn.db_filename("main"), self._conn.db_filename(database))
 
     def _refusal_of(self, action: int, name: str) -> str | None:
         if action == apsw.SQLITE_ALTER_TABLE and self.altered == fold(name):
@@ -97,6 +97,16 @@ def install(conn: apsw.Connection, refusal: Refusal) -> DdlGuard:
     guard = DdlGuard(refusal, conn.authorizer, conn)
     conn.authorizer = guard
     return guard
+
+
+def same_file(main: str, other: str) -> bool:
+    """Whether an attached database's file is main's (by name, or a hard link: by inode)."""
+    if not main or not other:  # (in memory, or a temporary file: never main's)
+        return False
+    try:
+        return main == other or os.path.samefile(main, other)
+    except OSError:
+        return False
 
 
 def _guards(conn: apsw.Connection) -> list[DdlGuard]:
