@@ -4,7 +4,7 @@
 naming the views. That reading is matview's; this guard is SQLite's own: an authorizer on the
 connection, consulted while SQLite prepares any statement — however it is spelled, and whether
 it comes through `execute`, a script, `executemany` or a cursor of the apsw connection. It
-refuses, in main:
+refuses, in main (or main's own file attached under another name, `same_file`):
 
 - DROP/ALTER of a materialized view's table or plain view (DROP MATERIALIZED VIEW drops them);
 - DROP/ALTER of matview's own tables, indexes and triggers (state, change logs, capture);
