@@ -166,6 +166,9 @@ def rebuild_view(conn: apsw.Connection, registry: Registry, name: str, populate:
 
 
 def _rebuild(conn: apsw.Connection, registry: Registry, view: View, populate: Populate | None = None) -> None:
+    changed = plain_view_change(conn, view.name, view.entry.plan)
+    if changed is not None:  # (compiled again, it would read the new definition's tables, uncaptured)
+        raise Error(changed)
     # its internal nodes exist: their names are what the view's SELECT reads
     entry = view.entry
     plan = with_indexes(

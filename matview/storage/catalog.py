@@ -218,9 +218,6 @@ def load_catalog(conn: apsw.Connection) -> tuple[dict[str, ViewEntry], dict[str,
             base_tables = _names(base_blob)
             if base_tables is None:
                 raise ValueError("its base tables are not all names")
-            missing = {fold(t) for t in plan.base_tables} - {fold(t) for t in base_tables}
-            if missing:  # (the tables it reads are the plan's and its upstream views' tables)
-                raise ValueError(f"its base tables do not list {', '.join(sorted(missing))}")
             if not isinstance(sql, str) or maintenance not in ("immediate", "deferred"):
                 raise ValueError("its SELECT or maintenance mode is not readable")
         except Exception as exc:
@@ -234,10 +231,35 @@ def load_catalog(conn: apsw.Connection) -> tuple[dict[str, ViewEntry], dict[str,
             )
             continue
         views[fold(name)] = ViewEntry(name, sql, plan, maintenance, base_tables)
+    for key, entry in list(views.items()):
+        problem = _base_tables_problem(entry, views)
+        if problem is not None:
+            del views[key]
+            bad = f"matview catalog entry of view {entry.name} is corrupt: {problem}"
+            damaged[key] = DamagedEntry(entry.name, entry.sql, entry.maintenance, bad, entry.base_tables)
     for name in _views_without_entry(conn, {*views, *damaged}):
         reason = f"materialized view {name} has no matview catalog entry (another client deleted or renamed it)"
         damaged[fold(name)] = DamagedEntry(name, None, None, reason, [])
     return views, damaged
+
+
+def _base_tables_problem(entry: ViewEntry, views: dict[str, ViewEntry]) -> str | None:
+    """Why a view's base-table list is not the one CREATE stores (its plan's tables and those
+    of the views it reads: `lifecycle.create_view`), or None; a list another client edited
+    would make folds read the wrong delta logs, or none."""
+    wanted = {fold(t) for t in entry.plan.base_tables}
+    for upstream in entry.plan.upstream_views:
+        found = views.get(fold(upstream))
+        if found is None:
+            return None  # (a view it reads is damaged or gone: the view says so itself)
+        wanted |= {fold(t) for t in found.base_tables}
+    listed = {fold(t) for t in entry.base_tables}
+    if listed == wanted:
+        return None
+    missing, extra = sorted(wanted - listed), sorted(listed - wanted)
+    return "its base tables " + "; ".join(
+        [*([f"do not list {', '.join(missing)}"] if missing else []), *([f"list {', '.join(extra)}"] if extra else [])]
+    )
 
 
 def _names(blob: Any) -> list[str] | None:
@@ -255,10 +277,16 @@ def _views_without_entry(conn: apsw.Connection, known: set[str]) -> list[str]:
     """The views whose plain view (`readable.plain_view_sql`: it reads `__dbsp_view_<name>`)
     stands in main but whose catalog row is gone."""
     found = []
+    tables = {fold(str(t)) for (t,) in conn.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")}
     for name, sql in conn.execute(
         "SELECT name, sql FROM main.sqlite_master WHERE type = 'view' AND instr(sql, '\"__dbsp_s\"') > 0"
     ):
-        if isinstance(name, str) and fold(name) not in known and f"FROM {quote(names.view_table(name))} AS" in sql:
+        if not isinstance(name, str) or fold(name) in known or fold(names.view_table(name)) not in tables:
+            continue
+        # (as `plain_view_sql` writes it: a user's view that only mentions such text is theirs)
+        head = f"CREATE VIEW {quote(name)} AS SELECT "  # (SQLite keeps no `main.` in the text)
+        body = f" FROM {quote(names.view_table(name))} AS {quote('__dbsp_s')} WHERE {quote(names.WEIGHT)} = 1"
+        if str(sql).startswith(head) and body in str(sql):
             found.append(name)
     return found
 
