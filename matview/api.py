@@ -56,7 +56,7 @@ class Connection(ViewStatements, FoldSchedule):
             raise Error(f"pending_limit must be a whole number of delta rows (0 or more), not {pending_limit!r}")
         self.pending_limit = pending_limit
         self.registry = Registry(connection)
-        ddl_guard.install(connection, functools.partial(base_ddl.refusal, self.registry))
+        self._guard = ddl_guard.install(connection, functools.partial(base_ddl.refusal, self.registry))
         self._depth: list[str | None] = []  # open `with` blocks: None = BEGIN, else a savepoint
         self._total_changes = connection.total_changes()
         self._changes: int | None = None  # changes() of the user's last statement, when a fold followed it
@@ -86,23 +86,18 @@ class Connection(ViewStatements, FoldSchedule):
     # -- statements -------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
         """Run SQL (apsw style: returns an iterable cursor of row tuples)."""
-        with self._ddl_refusals():
-            result = self._execute(sql, params)
-        self._feed.deliver()
-        return result
-
-    @contextlib.contextmanager
-    def _ddl_refusals(self) -> Iterator[None]:
-        """SQLite's "not authorized" from the DDL guard (`storage.ddl_guard`), said as matview
-        says a refusal of its statement patterns: a `matview.Error` naming the views."""
-        ddl_guard.forget_refusals(self.apsw)
+        self._guard.refused = None  # (a refusal of a statement run past `execute` is not this one's)
         try:
-            yield
+            result = self._execute(sql, params)
         except apsw.AuthError as exc:
+            # the DDL guard's "not authorized" (`storage.ddl_guard`), said as the statement
+            # patterns say a refusal: naming the views (another authorizer's stays as it is)
             reason = ddl_guard.take_refusal(self.apsw)
             if reason is None:
                 raise
             raise Error(reason) from exc
+        self._feed.deliver()
+        return result
 
     def _execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None) -> Any:
         if self._runs_as_it_is(sql):
@@ -215,8 +210,14 @@ class Connection(ViewStatements, FoldSchedule):
         return result
 
     def executemany(self, sql: str, sequence: Iterable[Sequence[Any]]) -> Any:
-        with self._ddl_refusals():
+        self._guard.refused = None
+        try:
             return self._executemany(sql, sequence)
+        except apsw.AuthError as exc:
+            reason = ddl_guard.take_refusal(self.apsw)  # (as `execute`)
+            if reason is None:
+                raise
+            raise Error(reason) from exc
 
     def _executemany(self, sql: str, sequence: Iterable[Sequence[Any]]) -> Any:
         self._changes = None
