@@ -24,7 +24,7 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from matview.errors import Error, UnsupportedQuery
-from matview.names import all_rows, fold, is_internal, is_node
+from matview.names import all_rows, fold, is_internal, is_node, pending_rows
 from matview.operators.whole import READ_ACTIONS
 from matview.plan import OutputColumn, Plan, Upstream
 from matview.sql.collations import shown_collations
@@ -276,6 +276,15 @@ def _resolve_unnamed_database(
         through[key].add("main" if key in in_main else "temp")
 
 
+def _shadow_part_of(name: str) -> str:
+    """The (folded) view whose TEMP shadow reads the virtual table `name` (`readable.create_shadow`),
+    or ''."""
+    for prefix in (all_rows(""), pending_rows("")):
+        if fold(name).startswith(fold(prefix)):
+            return fold(name[len(prefix) :])
+    return ""
+
+
 def _read_objects(
     conn: apsw.Connection, select: str, what: str
 ) -> tuple[list[str], tuple[tuple[str, str], ...], list[str]]:
@@ -292,6 +301,10 @@ def _read_objects(
         if action == apsw.SQLITE_READ and name and fold(name) in shadowed:
             # (the view itself; no database for a count(*): `_resolve_unnamed_database`)
             through.setdefault(fold(name), set()).add(database or "?")
+        elif action == apsw.SQLITE_READ and name and _shadow_part_of(name) in shadowed:
+            # (the virtual table a view's TEMP shadow reads: the view, read on this connection, as
+            # a count(*) over the shadow reports it, naming no column of the view)
+            through.setdefault(_shadow_part_of(name), set()).add("temp")
         elif action == apsw.SQLITE_READ and name and (is_internal(name) or fold(name) == "pragma_schema_version"):
             inside.append(name)
         elif action == apsw.SQLITE_READ and name and database not in ("main", "temp", None):
