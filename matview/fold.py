@@ -92,7 +92,12 @@ def _inputs(
 def _calls_a_sum(entry: ViewEntry) -> bool:
     """Whether the view's SELECT, or a plain view it reads, calls sum/total/avg anywhere (a
     subquery too; however the name is quoted: `"total"(x)`, `[sum](x)`)."""
-    for sql in (entry.sql, *(body for _name, body in entry.plan.plain_views)):
+    return _texts_call_a_sum((entry.sql, *(body for _name, body in entry.plan.plain_views)))
+
+
+@functools.lru_cache(maxsize=256)  # (asked at every read of a pending change: tokenized once)
+def _texts_call_a_sum(texts: tuple[str, ...]) -> bool:
+    for sql in texts:
         try:
             tokens = tokenize(sql)
         except Error:
