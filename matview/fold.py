@@ -29,7 +29,7 @@ from matview.operators.accumulators import ScanOrderDependent
 from matview.operators.recompute import recomputed_delta, should_recompute
 from matview.registry import Registry, View
 from matview.sql.sqltext import tokenize
-from matview.storage import catalog
+from matview.storage import catalog, readable
 from matview.storage.catalog import ViewEntry
 from matview.storage.state import StateStore
 from matview.storage.viewstore import Inconsistent
@@ -134,7 +134,11 @@ def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) ->
         and not _calls_a_sum(current.entry)
         for current in order
     )
-    if as_the_fold and should_recompute(conn, view, own):
+
+    def select_reads_main() -> bool:  # (asked only when it matters: a query per table)
+        return not readable.foreign_temp_objects(conn, view.entry.base_tables)  # (else it reads a TEMP t)
+
+    if as_the_fold and should_recompute(conn, view, own) and select_reads_main():
         # (as a fold would: so large a change costs less as the SELECT's rows − the stored ones
         # than through the delta terms of the view and its nodes)
         delta = fallback.select_delta(conn, view)
@@ -146,7 +150,7 @@ def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) ->
         except ScanOrderDependent:  # (a tie: the fold stalls or heals, the read says so)
             raise
         except (apsw.Error, UnicodeDecodeError):
-            if not as_the_fold:
+            if not (as_the_fold and select_reads_main()):
                 raise
             # An expression raised on a row image a later change of the pending range took
             # back (malformed JSON fixed, an overflowing row deleted): the fold recomputes then
