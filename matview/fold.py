@@ -1,5 +1,5 @@
 """The fold: pending deltas of the base tables, through each view's circuit, into its
-persisted Z-set and state — and, for readers, the same computation without writing.
+persisted Z-set and state (a read's same computation without writing: `pending_read`).
 
 A view's pending input is the part of each base table's delta log past the view's
 progress mark. Folding runs the circuit on it, adds ΔV to the view table, writes the
@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from itertools import pairwise
 
 import apsw
-from sqlglot.tokens import TokenType
 
 from matview import fallback, names, upstream
 from matview.db import ENVIRONMENT_ERRORS, describe, savepoint
@@ -28,9 +26,7 @@ from matview.names import quote
 from matview.operators.accumulators import ScanOrderDependent
 from matview.operators.recompute import recomputed_delta, should_recompute
 from matview.registry import Registry, View
-from matview.sql.sqltext import tokenize
-from matview.storage import catalog, readable
-from matview.storage.catalog import ViewEntry
+from matview.storage import catalog
 from matview.storage.state import StateStore
 from matview.storage.viewstore import Inconsistent
 from matview.zset import ZSet
@@ -59,7 +55,7 @@ def pending_ranges(conn: apsw.Connection, view: View) -> list[tuple[str, int, in
     return ranges
 
 
-#: a view's inputs as `Circuit.delta` takes them (see `_inputs`)
+#: a view's inputs as `Circuit.delta` takes them (see `delta_inputs`)
 Ranges = dict[str, tuple[int, int]]
 
 
@@ -67,12 +63,12 @@ def pending_count(conn: apsw.Connection, view: View) -> int:
     return sum(hi - lo for _, lo, hi in pending_ranges(conn, view))
 
 
-def _view_delta(conn: apsw.Connection, view: View, ranges: Ranges, store: StateStore) -> ZSet[bytes]:
+def view_delta(conn: apsw.Connection, view: View, ranges: Ranges, store: StateStore) -> ZSet[bytes]:
     """ΔV of all pending inputs jointly (table by table would count ΔA ⋈ ΔB twice)."""
     return view.circuit.delta(conn, ranges, store)
 
 
-def _inputs(
+def delta_inputs(
     conn: apsw.Connection,
     view: View,
     upstream_changes: dict[str, int],
@@ -87,130 +83,6 @@ def _inputs(
         if size:
             inputs[name] = (0, size)
     return ranges, inputs
-
-
-def _calls_a_sum(entry: ViewEntry) -> bool:
-    """Whether the view's SELECT, or a plain view it reads, calls sum/total/avg anywhere (a
-    subquery too; however the name is quoted: `"total"(x)`, `[sum](x)`)."""
-    return _texts_call_a_sum((entry.sql, *(body for _name, body in entry.plan.plain_views)))
-
-
-@functools.lru_cache(maxsize=256)  # (asked at every read of a pending change: tokenized once)
-def _texts_call_a_sum(texts: tuple[str, ...]) -> bool:
-    for sql in texts:
-        try:
-            tokens = tokenize(sql)
-        except Error:
-            return True
-        if any(t.text.lower() in _SUMS and after.kind == TokenType.L_PAREN for t, after in pairwise(tokens)):
-            return True
-    return False
-
-
-_SUMS = {"sum", "total", "avg"}
-
-
-def pending_view_delta(conn: apsw.Connection, registry: Registry, view: View) -> ZSet[bytes]:
-    """ΔV of the not-yet-folded deltas, computed without writing anything but the temp ΔV
-    tables of the views it reads (readers).
-
-    SQLite may read a view once per row of an outer loop (a correlated subquery, the inner
-    side of a join): the last result is kept while nothing it depends on can have changed —
-    the pending ranges of the view and the views it reads, this connection's change count
-    (writes, a ROLLBACK TO followed by writes; the temp ΔV tables written here count too, so
-    the count is taken after) and the file's data version (other connections' commits)."""
-    order = registry.upstream_order(view)
-    ranges = [pending_ranges(conn, current) for current in order]
-    key = tuple(tuple(r) for r in ranges)
-    cached = registry.pending_deltas.get(names.fold(view.name))
-    if cached is not None and cached[0] == (key, conn.total_changes(), conn.data_version()):
-        return cached[1]
-    own = sum(hi - lo for _table, lo, hi in ranges[order.index(view)])
-    # (not where SQLite's SELECT answers otherwise than the engine: REAL sums, which it rounds
-    # in scan order, and a view refusing what only scan order decides)
-    as_the_fold = all(
-        (current is view or names.is_node(current.name))
-        and not current.entry.plan.recompute_never
-        and not _calls_a_sum(current.entry)
-        for current in order
-    )
-
-    def select_reads_main() -> bool:  # (asked only when it matters: a query per table)
-        return not readable.foreign_temp_objects(conn, view.entry.base_tables)  # (else it reads a TEMP t)
-
-    if as_the_fold and should_recompute(conn, view, own) and select_reads_main():
-        # (as a fold would: so large a change costs less as the SELECT's rows − the stored ones
-        # than through the delta terms of the view and its nodes)
-        delta = fallback.select_delta(conn, view)
-    else:
-        try:
-            delta = _pending_delta_terms(conn, registry, view, order, ranges)
-        except ENVIRONMENT_ERRORS:
-            raise
-        except ScanOrderDependent:  # (a tie: the fold stalls or heals, the read says so)
-            raise
-        except (apsw.Error, UnicodeDecodeError):
-            if not (as_the_fold and select_reads_main()):
-                raise
-            # An expression raised on a row image a later change of the pending range took
-            # back (malformed JSON fixed, an overflowing row deleted): the fold recomputes then
-            # (`_recomputed_after`); a read, which writes nothing, reads the SELECT's rows −
-            # the stored ones, which raises only where the SELECT itself does.
-            delta = fallback.select_delta(conn, view)
-    registry.pending_deltas[names.fold(view.name)] = ((key, conn.total_changes(), conn.data_version()), delta)
-    return delta
-
-
-def _pending_delta_terms(
-    conn: apsw.Connection, registry: Registry, view: View, order: list[View], ranges: list[list[tuple[str, int, int]]]
-) -> ZSet[bytes]:
-    """`pending_view_delta` by the delta terms of `view` and the views it reads (`order`)."""
-    changes: dict[str, int] = {}
-    delta: ZSet[bytes] = ZSet()
-    for current, current_ranges in zip(order, ranges):
-        _ranges, inputs = _inputs(conn, current, changes, current_ranges)
-        store = StateStore(conn, current.name, writable=False)
-        try:
-            delta = _merged_delta(conn, current, inputs, store) if inputs else ZSet()
-        except ScanOrderDependent as exc:
-            if not _node_tie_read_whole(current, view, exc.marker):
-                raise
-            return fallback.select_delta(conn, view)
-        if _node_tie_read_whole(current, view, None) and fallback.marker_in_delta(current, delta) is not None:
-            # (its owner is recomputed whole at the next fold: `owner_heal`)
-            return fallback.select_delta(conn, view)
-        if current is not view:
-            upstream.write_delta(conn, current.name, len(current.entry.plan.columns), delta)
-            registry.reader_delta_writes += 1
-            changes[names.fold(current.name)] = len(delta)
-    return delta
-
-
-def _merged_delta(conn: apsw.Connection, view: View, inputs: Ranges, store: StateStore) -> ZSet[bytes]:
-    """The ΔV a read merges: the engine's, or where it shows a marker a heal answers, the
-    SELECT's rows − the stored ones (`fallback.read_as_select`: a read that cannot fold and
-    heal still reads as the SELECT)."""
-    try:
-        delta = _view_delta(conn, view, inputs, store)
-    except ScanOrderDependent as exc:
-        instead = fallback.read_as_select(conn, view, exc)
-        if instead is None:
-            raise
-        return instead
-    instead = fallback.read_as_select(conn, view, delta)
-    return delta if instead is None else instead
-
-
-def _node_tie_read_whole(current: View, view: View, marker: bytes | None) -> bool:
-    """Whether a read of `view`, whose internal node (or one a view it reads has) `current`
-    met `marker` (None: whatever marker it meets), reads its SELECT instead
-    (`fallback.select_delta`)."""
-    return (
-        (marker is None or marker in fallback.HEALED)
-        and current is not view
-        and names.is_node(current.name)
-        and fallback.may_heal_owner(view)
-    )
 
 
 def _heals_through_owner(view: View) -> bool:
@@ -232,7 +104,7 @@ def fold_view(
     marked stalled — its deltas stay pending, and reading it reports why — and no range is
     folded. A small ΔV is computed without writing (state is buffered), so only the
     set-at-a-time path, which updates ordered state as it goes, needs a savepoint."""
-    ranges, inputs = _inputs(conn, view, upstream_changes or {})
+    ranges, inputs = delta_inputs(conn, view, upstream_changes or {})
     if not inputs:
         return ranges, ZSet()
     store = StateStore(conn, view.name, writable=True)
@@ -245,11 +117,11 @@ def fold_view(
     try:
         if set_at_a_time:
             with savepoint(conn):
-                delta = recomputed_delta(conn, view, store) if recompute else _view_delta(conn, view, inputs, store)
+                delta = recomputed_delta(conn, view, store) if recompute else view_delta(conn, view, inputs, store)
                 _heal_instead(conn, view, delta)
                 view.table.apply(conn, delta)
         else:
-            delta = _view_delta(conn, view, inputs, store)  # reads only
+            delta = view_delta(conn, view, inputs, store)  # reads only
             _heal_instead(conn, view, delta)
     except ENVIRONMENT_ERRORS:
         raise

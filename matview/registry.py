@@ -73,7 +73,7 @@ class Registry:
         self._groups: dict[tuple[str, ...], list[list[str]]] = {}  # `fold_groups` of a list of views, by name
         #: per view: the last pending ΔV a reader computed, and what it depended on (see `fold`)
         self.pending_deltas: dict[str, tuple[Any, ZSet[bytes]]] = {}
-        #: how many times a reader's computation wrote the temp ΔV tables (`fold.pending_view_delta`):
+        #: how many times a reader's computation wrote the temp ΔV tables (`pending_read.pending_view_delta`):
         #: a fold of views over views that sees it change puts its own ΔVs back
         self.reader_delta_writes = 0
         #: base tables whose delta log or preimage table is gone while their triggers stay (a
@@ -349,7 +349,7 @@ class Registry:
 
     def progress_pairs(self, view: View) -> list[tuple[str, str]] | None:
         """The (view, base table) pairs a read of `view` merges pending deltas of (those of the
-        views it reads too, as `fold.pending_view_delta`), or None when it cannot be read as it
+        views it reads too, as `pending_read.pending_view_delta`), or None when it cannot be read as it
         is stored (broken, or reading a view that is gone)."""
         order = self.upstream_order(view)
         if any(v.broken for v in order) or any(u is None for v in order for u in self.upstreams_of(v)):

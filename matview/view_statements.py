@@ -100,14 +100,8 @@ class ViewStatements(Subscriptions):
     def _nodes_damaged(self, name: str) -> bool:
         """Whether a view's internal nodes (theirs too) include one whose catalog entry is damaged."""
         view = self.registry.get(name)
-        nodes = list(view.entry.plan.internal_nodes) if view is not None else []
-        while nodes:
-            node = nodes.pop()
-            if fold(node) in self.registry.damaged:
-                return True
-            found = self.registry.views.get(fold(node))
-            nodes += found.entry.plan.internal_nodes if found is not None else ()
-        return False
+        owners = [] if view is None else [view, *self.registry.own_nodes(view)]
+        return any(fold(node) in self.registry.damaged for owner in owners for node in owner.entry.plan.internal_nodes)
 
     def _create_index_on_view(self, index: statements.CreateIndex) -> Rows:
         view = self.registry.get(index.table)

@@ -23,10 +23,10 @@ import apsw
 from matview import names
 from matview.db import ENVIRONMENT_ERRORS, describe, own_statements
 from matview.errors import Error, SchemaChanged
-from matview.fold import pending_view_delta
 from matview.keys import row_of
 from matview.names import all_rows, fold, pending_rows, quote
 from matview.operators.accumulators import RESULT_ERRORS
+from matview.pending_read import pending_view_delta
 from matview.registry import Registry, View
 from matview.storage import readable
 from matview.storage.schema import affinity

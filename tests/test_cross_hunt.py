@@ -11,7 +11,7 @@ transactions over 64 rows (the bulk path). Oracle: every view equals its SELECT 
 No wrong rows, CREATE errors other than UnsupportedQuery, or blocked base writes were found;
 the fuzzer is kept as a plain test over a few seeds. One performance finding (a read with
 pending changes recomputed a view's ΔV once per outer row of a correlated subquery) is fixed
-(`fold.pending_view_delta` keeps its last result) and pinned by the last test."""
+(`pending_read.pending_view_delta` keeps its last result) and pinned by the last test."""
 
 from __future__ import annotations
 
@@ -416,11 +416,12 @@ def test_seeded_cross_feature_programs_as_users_run_them(tmp_path, seed):
 # Measured (grouped join view a, view b over it, 100 uncommitted rows in u, query below):
 # 50 outer rows 0.13 s, 100 → 0.58 s, 200 → 2.1 s (quadratic); after COMMIT 0.02–0.05 s.
 # In the fuzzer this made one check run for more than 7 minutes (gdb: vtable.Filter →
-# fold.pending_view_delta → circuit.delta → partition.root_delta per call).
+# pending_read.pending_view_delta → circuit.delta → partition.root_delta per call).
 
 
 def test_pending_delta_is_not_recomputed_per_outer_row(tmp_path, monkeypatch):
     import matview.fold as fold
+    import matview.pending_read as pending_read
 
     conn = matview.connect(str(tmp_path / "db.sqlite"))
     conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v INTEGER)")
@@ -436,8 +437,10 @@ def test_pending_delta_is_not_recomputed_per_outer_row(tmp_path, monkeypatch):
     for i in range(50, 150):
         conn.execute("INSERT INTO u VALUES (?, ?, ?)", (i, i % 5, i % 3))
     calls = []
-    real = fold._view_delta
-    monkeypatch.setattr(fold, "_view_delta", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = fold.view_delta
+    counted = lambda *a, **k: calls.append(1) or real(*a, **k)  # noqa: E731
+    monkeypatch.setattr(fold, "view_delta", counted)  # (the fold at COMMIT)
+    monkeypatch.setattr(pending_read, "view_delta", counted)  # (the reads)
     assert len(conn.execute(query).fetchall()) == 50
     conn.execute("COMMIT")
     assert len(calls) <= 5, f"pending ΔV of b computed {len(calls)} times for one SELECT"

@@ -17,7 +17,7 @@ whose expression raises (malformed JSON, abs(-2**63)) that was inserted and then
 deleted before the read made the read raise `cannot be read: malformed JSON` although the
 SELECT, run at that moment, returns rows. After a fold (a commit of a matview connection, a
 flush) the view read right. Fixed: such a read reads the SELECT's rows − the stored ones
-(`fold.pending_view_delta`) where that is exact (no sum/total/avg: SQLite rounds REAL sums
+(`pending_read.pending_view_delta`) where that is exact (no sum/total/avg: SQLite rounds REAL sums
 in scan order); a view with a sum still raises until the fold, which recomputes it.
 
 Held (no wrong answer): everything else above."""

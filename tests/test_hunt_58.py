@@ -1,5 +1,5 @@
 """Hunt 58: the DDL guard (SQLite's authorizer, session 31), the read of a pending change whose
-row image raises (`fold.pending_view_delta` → `fallback.select_delta`), and the split of
+row image raises (`pending_read.pending_view_delta` → `fallback.select_delta`), and the split of
 `lifecycle` into `lifecycle`/`compile_view`/`snapshot`/`rebuild`.
 
 Found, and fixed (each test failed before its fix):

@@ -1,5 +1,5 @@
 """Hunt 59: damaged catalog entries (`catalog.DamagedEntry`), the chained DDL guard after hunt
-58, and the read fallback's sum check (`fold._calls_a_sum`).
+58, and the read fallback's sum check (`pending_read._calls_a_sum`).
 
 Found, and fixed in session 31 (each test failed before its fix):
 

@@ -212,7 +212,7 @@ def _shadow_column(view: str, column: OutputColumn, can_overflow: bool) -> str:
     return f"{ref} AS {quote(column.name)}"
 
 
-#: (view, base table) pairs whose pending delta rows a view's read merges (`fold.pending_view_delta`
+#: (view, base table) pairs whose pending delta rows a view's read merges (`pending_read.pending_view_delta`
 #: reads those of the view and of every view it reads)
 ProgressPairs = Sequence[tuple[str, str]]
 
