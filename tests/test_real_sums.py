@@ -78,6 +78,48 @@ def test_split_adds_what_the_per_row_path_adds(seed: int) -> None:
         assert got == want
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_lane_and_split_add_what_the_per_row_path_adds(seed: int) -> None:
+    """The lane (`add_lane_sums`, two sums and a FILTER-like condition in one statement), then
+    the exponent split and the per-row path for the REALs outside it: the per-row state."""
+    rng = random.Random(100 + seed)
+    conn = apsw.Connection(":memory:")
+    conn.execute('CREATE TABLE s("__c0", "__c1", "__c2", "__c3", "__w")')
+    lane = real_sums.LANE
+    for _ in range(30):
+        rows = [
+            (
+                rng.randrange(3),
+                _double(rng),
+                rng.choice([_double(rng), 2.0**-10, -(2.0**53) + 1, 2.0**53, 7]),
+                rng.choice([0, 1]),
+                rng.choice([1, 1, -1]),
+            )
+            for _ in range(rng.randrange(1, 300))
+        ]
+        conn.execute("DELETE FROM s")
+        conn.executemany("INSERT INTO s VALUES (?, ?, ?, ?, ?)", rows)
+        got = [{g: SumState.initial() for g in range(3)} for _ in range(2)]
+        terms = [('"__c1"', ""), ('"__c2"', ' AND "__c3"')]
+        accumulators = [lambda values, sums=sums: sums[values[0]] for sums in got]
+        handled = real_sums.add_lane_sums(conn, "SELECT * FROM s", (), ['"__c0"'], terms, accumulators)
+        assert handled is not None
+        for (arg, condition), of, count in zip(terms, accumulators, handled, strict=True):
+            in_lane = conn.execute(f"SELECT count(*) FROM s WHERE {lane.format(v=arg)}{condition}").fetchone()[0]
+            assert count == in_lane
+            outside = condition + real_sums.NOT_IN_LANE.format(v=arg)
+            assert real_sums.add_real_sums(conn, "SELECT * FROM s", (), ['"__c0"'], arg, outside, of) is not None
+            remaining = real_sums.REMAINING.format(v=arg)
+            for group, value, weight in conn.execute(f'SELECT "__c0", {arg}, "__w" FROM s WHERE {remaining}{outside}'):
+                SumState.add(of((group,)), value, weight)
+        want = [{g: SumState.initial() for g in range(3)} for _ in range(2)]
+        for group, first, second, flag, weight in rows:
+            SumState.add(want[0][group], first, weight)
+            if flag and isinstance(second, float):
+                SumState.add(want[1][group], second, weight)
+        assert got == want
+
+
 def _states(conn: Any) -> list[tuple[Any, ...]]:
     rows = conn.execute("SELECT operator_id, key, value FROM __dbsp_state_v ORDER BY operator_id, key").fetchall()
     return [(op, key, unpack(value)) for op, key, value in rows]

@@ -13,6 +13,7 @@ MAX; real and text arguments of sums are added exactly in Python) and BINARY gro
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import apsw
@@ -26,6 +27,7 @@ from matview.zset import ZSet
 
 if TYPE_CHECKING:
     from matview.operators.aggregate import Aggregate
+    from matview.plan import AggSpec
 
 GROUP_KEY_FUNCTION = "__dbsp_group_key"
 _SQL_FUNCS = {"count", "sum", "total", "avg", "min", "max"}
@@ -94,16 +96,38 @@ def sql_step(
             numeric = f"{condition}typeof({arg}) IN ('integer', 'real')"
             parts.append(f"count(DISTINCT CASE WHEN {numeric} THEN {STORAGE_KIND_SQL.format(v=arg)} END)")
     parts.append('max(abs("__w"))')  # the partials above assume every weight is ±1
+    parts.append('min("__w")')  # a negative weight: some value leaves an ordered multiset
     group_by = f" GROUP BY {', '.join(groups)}" if groups else ""
     select_groups = ", ".join(groups) + ", " if groups else ""
-    try:
-        partials = conn.execute(
-            f"SELECT {select_groups}{', '.join(parts)} FROM ({source}){group_by}", params
-        ).fetchall()
-    except apsw.SQLError:
-        return None  # an integer sum left 64 bits inside SQLite: the exact Python path takes over
-    if any(row[-1] not in (None, 1) for row in partials):
-        return None
+    ordered = len(_multisets(aggregate))
+    with _Stage1Rows(aggregate, conn, source, params) as rows:
+        rows.reread(1 + ordered)
+        try:
+            partials = conn.execute(
+                f"SELECT {select_groups}{', '.join(parts)} FROM ({rows.source}){group_by}", rows.params
+            ).fetchall()
+        except apsw.SQLError:
+            return None  # an integer sum left 64 bits inside SQLite: the exact Python path takes over
+        if any(row[-2] not in (None, 1) for row in partials):
+            return None
+        return _apply_partials(aggregate, rows, store, partials, layout)
+
+
+def _multisets(aggregate: Aggregate) -> list[tuple[AggSpec, int]]:
+    """(MIN/MAX, operator id) of each ordered multiset the aggregate keeps."""
+    pairs = zip(aggregate.plan.aggs, aggregate.accumulators, strict=True)
+    return [(spec, acc.op) for spec, acc in pairs if spec.func in ("min", "max") and acc.owns_multiset]
+
+
+def _apply_partials(
+    aggregate: Aggregate,
+    rows: _Stage1Rows,
+    store: StateStore,
+    partials: list[tuple[Any, ...]],
+    layout: list[tuple[str, int]],
+) -> ZSet[bytes]:
+    """ΔO from the per-group partials, the REAL sums and ordered multisets added from `rows`."""
+    plan, k, conn = aggregate.plan, aggregate.k, rows.conn
 
     touched: dict[bytes, list[Any]] = {}
     if not plan.has_group_by:
@@ -142,48 +166,96 @@ def sql_step(
                     and (cached is None or _strictly_better(inserted, cached, spec.func == "max"))
                 ):
                     group[slot] = [inserted, False]
-    for index, rows in sorted(reals.items()):
-        _add_non_integer_terms(aggregate, conn, source, params, index, rows, touched)
-    for spec, accumulator in zip(plan.aggs, aggregate.accumulators, strict=True):
-        if spec.func in ("min", "max") and accumulator.owns_multiset:
-            _update_ordered(conn, store, source, params, accumulator.op, spec.arg, spec.filter, k)
+    leaving = any(row[-1] is not None and row[-1] < 0 for row in partials)
+    multisets = _multisets(aggregate)
+    rows.reread((1 if reals else 0) + len(multisets) * (2 if leaving else 1))
+    if reals:
+        _add_non_integer_terms(aggregate, rows, reals, touched)
+    for spec, op in multisets:
+        _update_ordered(conn, store, rows.source, rows.params, op, spec.arg, spec.filter, k, leaving)
     return aggregate.emit(touched, store)
 
 
+class _Stage1Rows:
+    """The stage-1 rows the passes of `sql_step` read: `source` itself, or — once `reread`
+    says it pays — its columns the passes use, computed once into a TEMP table (untyped
+    columns: no affinity converts a value) when `source` joins tables, which each pass would
+    otherwise join again. The table is emptied on exit."""
+
+    def __init__(self, aggregate: Aggregate, conn: apsw.Connection, source: str, params: Any) -> None:
+        plan, k = aggregate.plan, aggregate.k
+        self.conn, self.source, self.params = conn, source, params
+        self.joins = len(plan.sources) > 1 or bool(plan.upstreams) or " UNION ALL " in source
+        self.used = sorted({*range(k), *(i for a in plan.aggs for i in (a.arg, a.filter) if i is not None)})
+        self.table: str | None = None
+
+    def reread(self, passes: int) -> None:
+        """`passes` more statements will read the rows: keep them in a table if they join."""
+        if passes < 2 or not self.joins or self.table is not None:
+            return
+        names = [*(_column(i) for i in self.used), '"__w"']
+        table = f"__dbsp_stage1_{'_'.join(map(str, self.used))}"
+        self.conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} ({', '.join(names)})")
+        self.table = table
+        self.conn.execute(f"INSERT INTO temp.{table} SELECT {', '.join(names)} FROM ({self.source})", self.params)
+        self.source, self.params = f"SELECT * FROM temp.{table}", ()
+
+    def __enter__(self) -> _Stage1Rows:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.table is not None:
+            self.conn.execute(f"DELETE FROM temp.{self.table}")
+
+
 def _add_non_integer_terms(
-    aggregate: Aggregate,
-    conn: apsw.Connection,
-    source: str,
-    params: Any,
-    index: int,
-    rows: int,
-    touched: dict[bytes, list[Any]],
+    aggregate: Aggregate, rows: _Stage1Rows, reals: dict[int, int], touched: dict[bytes, list[Any]]
 ) -> None:
-    """Exact sums of REAL and TEXT arguments (`rows` of them): REALs set at a time where SQLite
-    splits them exactly (`real_sums`), the other rows visited in Python."""
-    plan, k = aggregate.plan, aggregate.k
-    spec = plan.aggs[index]
-    arg = _column(spec.arg)  # type: ignore[arg-type]
-    condition = f" AND {_column(spec.filter)}" if spec.filter is not None else ""
+    """Exact sums of REAL and TEXT arguments (`reals`: per sum, how many rows have one): the
+    common REALs of every sum in one statement (`real_sums.add_lane_sums`), the other REALs
+    set at a time where SQLite splits them exactly (`real_sums.add_real_sums`), the rest
+    visited in Python."""
+    plan, k, conn = aggregate.plan, aggregate.k, rows.conn
     group_columns = [_column(i) for i in range(k)]
+    indices = sorted(reals)
 
-    def accumulator_of(values: tuple[Any, ...]) -> list[Any]:
-        key = group_key(values, plan.group_collations) if k else aggregate.empty_key
-        return touched[key][3 + index]  # type: ignore[no-any-return]
+    def accumulator_of(index: int) -> Callable[[tuple[Any, ...]], list[Any]]:
+        def of(values: tuple[Any, ...]) -> list[Any]:
+            key = group_key(values, plan.group_collations) if k else aggregate.empty_key
+            return touched[key][3 + index]  # type: ignore[no-any-return]
 
-    handled = real_sums.add_real_sums(conn, source, params, group_columns, arg, condition, accumulator_of)
-    if handled == rows:
-        return
-    remaining = real_sums.REMAINING if handled is not None else "typeof({v}) NOT IN ('integer', 'null')"
-    groups = "".join(f"{g}, " for g in group_columns)
-    coerce = aggregate.accumulators[index].coerce
-    for row in conn.execute(
-        f'SELECT {groups}{arg}, "__w" FROM ({source}) WHERE {remaining.format(v=arg)}{condition}',
-        params,
-    ):
-        value = row[k]
-        # SumState.add counts the value in n itself; the GROUP BY counted only integers
-        SumState.add(accumulator_of(row[:k]), value if isinstance(value, float) else coerce(value), row[k + 1])
+        return of
+
+    def condition_of(index: int) -> str:
+        spec = plan.aggs[index]
+        return f" AND {_column(spec.filter)}" if spec.filter is not None else ""
+
+    terms = [(_column(plan.aggs[i].arg), condition_of(i)) for i in indices]  # type: ignore[arg-type]
+    lanes = real_sums.add_lane_sums(
+        conn, rows.source, rows.params, group_columns, terms, [accumulator_of(i) for i in indices]
+    )
+    outside = real_sums.NOT_IN_LANE if lanes is not None else ""
+    for position, index in enumerate(indices):
+        left = reals[index] - (lanes[position] if lanes is not None else 0)
+        if left == 0:
+            continue
+        arg, condition = terms[position][0], condition_of(index) + outside.format(v=terms[position][0])
+        handled = real_sums.add_real_sums(
+            conn, rows.source, rows.params, group_columns, arg, condition, accumulator_of(index)
+        )
+        if handled == left:
+            continue
+        remaining = real_sums.REMAINING if handled is not None else "typeof({v}) NOT IN ('integer', 'null')"
+        groups = "".join(f"{g}, " for g in group_columns)
+        coerce = aggregate.accumulators[index].coerce
+        for row in conn.execute(
+            f'SELECT {groups}{arg}, "__w" FROM ({rows.source}) WHERE {remaining.format(v=arg)}{condition}',
+            rows.params,
+        ):
+            value = row[k]
+            # SumState.add counts the value in n itself; the GROUP BY counted only integers
+            of = accumulator_of(index)
+            SumState.add(of(row[:k]), value if isinstance(value, float) else coerce(value), row[k + 1])
 
 
 def _update_ordered(
@@ -195,8 +267,10 @@ def _update_ordered(
     arg: int | None,
     filter_: int | None,
     k: int,
+    leaving: bool,
 ) -> None:
-    """Add the delta's values to MIN/MAX's ordered multiset `op`, set at a time."""
+    """Add the delta's values to MIN/MAX's ordered multiset `op`, set at a time (and drop the
+    entries left with no weight, when the delta has `leaving` rows)."""
     ostate = store.ostate
     condition = f" AND {_column(filter_)}" if filter_ is not None else ""
     key = f"{GROUP_KEY_FUNCTION}({', '.join(_column(i) for i in range(k))})"
@@ -215,6 +289,8 @@ def _update_ordered(
         "ON CONFLICT (operator_id, key, ord, kind) DO UPDATE SET weight = weight + excluded.weight",
         params,
     )
+    if not leaving:
+        return
     conn.execute(
         f"DELETE FROM {ostate} WHERE operator_id = {op} AND weight <= 0 AND (key, ord, kind) IN "
         f'(SELECT {key}, {value}, {kind} FROM ({source}) WHERE "__w" < 0 AND {value} IS NOT NULL{condition})',

@@ -31,6 +31,81 @@ REMAINING = f"typeof({{v}}) NOT IN ('integer', 'null') AND NOT {HANDLED}"
 
 _HALF = 28  # bits of m's low half
 
+#: The common REALs, 2**-10 <= |v| < 2**53, take a cheaper split with no exponent: |v| = i + f·2**-62
+#: for the integers i = trunc(|v|) < 2**53 and f = (|v| − i)·2**62 < 2**62. Both are exact: the
+#: fraction |v| − i is (it drops bits above 2**0 only), and |v|'s last bit is worth at least
+#: 2**-62, so f is an integer a power-of-two scaling reaches exactly (±0.0 are counted, as
+#: `add_real_partials` counts them). All the sums of a view
+#: take one statement grouped by the view's groups alone (`add_lane_sums`); the split above
+#: handles the other REALs (`NOT_IN_LANE`). Halves keep the SQL sums below 2**63.
+LANE = "(typeof({v}) = 'real' AND (abs({v}) = 0 OR abs({v}) >= 0.0009765625 AND abs({v}) < 9007199254740992.0))"
+NOT_IN_LANE = f" AND NOT {LANE}"
+_LANE_SCALE = 62
+_INT_HALF, _FRACTION_HALF = 26, 31
+
+
+def _lane_sql(source: str, groups: list[str], terms: list[tuple[str, str]]) -> str:
+    """Per group, and per term (argument, condition) and sign: Σw, Σw·i and Σw·f in halves, and
+    the number of rows. `LIMIT -1` keeps each split computed once per row (no flattening)."""
+    listed = "".join(f"{g}, " for g in groups)
+    picked = "".join(
+        f"CASE WHEN {LANE.format(v=arg)}{cond} THEN {arg} END AS v{j}, " for j, (arg, cond) in enumerate(terms)
+    )
+    split = "".join(
+        f"sign(v{j}) AS s{j}, CAST(abs(v{j}) AS INTEGER) AS i{j}, "
+        f"CAST((abs(v{j}) - CAST(abs(v{j}) AS INTEGER)) * {float(1 << _LANE_SCALE)!r} AS INTEGER) AS f{j}, "
+        for j in range(len(terms))
+    )
+    sums = []
+    for j in range(len(terms)):
+        for sign in (1, -1):
+            term = f"CASE WHEN s{j} = {sign} THEN {{}} END"
+            sums += [
+                f"sum({term.format('w')})",
+                f"sum({term.format(f'w * (i{j} >> {_INT_HALF})')})",
+                f"sum({term.format(f'w * (i{j} & {(1 << _INT_HALF) - 1})')})",
+                f"sum({term.format(f'w * (f{j} >> {_FRACTION_HALF})')})",
+                f"sum({term.format(f'w * (f{j} & {(1 << _FRACTION_HALF) - 1})')})",
+            ]
+        sums += [f"sum(CASE WHEN s{j} = 0 THEN w END)", f"count(s{j})"]
+    rows = f'SELECT {listed}"__w" AS w, {picked}NULL FROM ({source}) LIMIT -1'
+    splits = f"SELECT {listed}w, {split}NULL FROM ({rows}) LIMIT -1"
+    group_by = f" GROUP BY {', '.join(groups)}" if groups else ""
+    return f"SELECT {listed}{', '.join(sums)} FROM ({splits}){group_by}"
+
+
+def add_lane_sums(
+    conn: apsw.Connection,
+    source: str,
+    params: Any,
+    groups: list[str],
+    terms: list[tuple[str, str]],
+    accumulators_of: list[Callable[[tuple[Any, ...]], list[Any]]],
+) -> list[int] | None:
+    """Add the REAL arguments in the `LANE` of each term (column, condition: an SQL ` AND …` or
+    "") of `source` to the sums `accumulators_of[term](group values)` returns; per term, how
+    many rows it added. None, with nothing added, when an SQL sum overflowed."""
+    try:
+        found: list[tuple[Any, ...]] = conn.execute(_lane_sql(source, groups, terms), params).fetchall()
+    except apsw.SQLError:
+        return None
+    k, width = len(groups), 12
+    handled = [0] * len(terms)
+    for row in found:
+        for j, accumulator_of in enumerate(accumulators_of):
+            at = k + j * width
+            for sign, (count, i_high, i_low, f_high, f_low) in ((1, row[at : at + 5]), (-1, row[at + 5 : at + 10])):
+                if count is None:
+                    continue  # (no row of that sign)
+                integer = (i_high << _INT_HALF) + i_low
+                fraction = (f_high << _FRACTION_HALF) + f_low
+                mantissa = (integer << _LANE_SCALE) + fraction
+                SumState.add_real_partials(accumulator_of(row[:k]), count, sign, -_LANE_SCALE, mantissa)
+            if row[at + 10] is not None:
+                SumState.add_real_partials(accumulator_of(row[:k]), row[at + 10], 0, None, 0)
+            handled[j] += row[at + 11]
+    return handled
+
 
 def _buckets_sql(source: str, groups: list[str], arg: str, condition: str) -> str:
     """Per group, sign and exponent: Σw, Σw·high(m), Σw·low(m), whether every m was exact, and
