@@ -203,9 +203,14 @@ class _Stage1Rows:
     def __enter__(self) -> _Stage1Rows:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        if self.table is not None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        if self.table is None:
+            return
+        try:
             self.conn.execute(f"DELETE FROM temp.{self.table}")
+        except apsw.Error:
+            if kind is None:
+                raise  # (under an error, a rollback may have taken the table: keep that error)
 
 
 def _add_non_integer_terms(
