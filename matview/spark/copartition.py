@@ -163,25 +163,33 @@ def write_buckets(
     conn: apsw.Connection, table: str, columns: tuple[str, ...], keys: tuple[tuple[str, str], ...], buckets: int
 ) -> None:
     """In a load task's part file: for each (column, collation) in `keys`, the part's rows
-    split into `buckets` tables (`bucket_table`), the bucket computed once per row."""
+    split into `buckets` tables (`bucket_table`)."""
     conn.create_scalar_function(BUCKET_FUNCTION, bucket_of, 3, deterministic=True)  # type: ignore[arg-type]
     cols = ", ".join(quote(c) for c in columns)
+    declared = {fold(str(r[1])): str(r[2]) for r in conn.execute(f"PRAGMA main.table_info({quote(table)})")}
     for column, collation in keys:
         key = quote(column)
         # an INTEGER key's bucket in SQL, as `bucket_of` computes it (Python's % is never
         # negative); any other value (an integral REAL meets its INTEGER there) in Python
+        bucket = (
+            f"CASE WHEN typeof({key}) = 'integer' THEN ({key} % ?2 + ?2) % ?2 ELSE {BUCKET_FUNCTION}({key}, ?1, ?2) END"
+        )
+        names = [(b, quote(bucket_table(column, collation, b))) for b in range(buckets)]
+        if _numeric(declared.get(fold(column), "")) == "NUMERIC":
+            # numbers: the bucket is SQL's, recomputed by each bucket's scan (cheaper than a copy)
+            for b, name in names:
+                conn.execute(
+                    f"CREATE TABLE main.{name} AS SELECT {cols} FROM main.{quote(table)} WHERE {bucket} = ?3",
+                    (collation, buckets, b),
+                )
+            continue
+        # text and untyped keys: each bucket computed once, by Python, into a scratch table
         conn.execute(
-            f"CREATE TEMP TABLE __dbsp_hashed AS SELECT CASE WHEN typeof({key}) = 'integer' "
-            f"THEN ({key} % ?2 + ?2) % ?2 ELSE {BUCKET_FUNCTION}({key}, ?1, ?2) END AS __dbsp_b, {cols} "
-            f"FROM main.{quote(table)}",
+            f"CREATE TEMP TABLE __dbsp_hashed AS SELECT {bucket} AS __dbsp_b, {cols} FROM main.{quote(table)}",
             (collation, buckets),
         )
-        for bucket in range(buckets):
-            conn.execute(
-                f"CREATE TABLE main.{quote(bucket_table(column, collation, bucket))} AS "
-                f"SELECT {cols} FROM temp.__dbsp_hashed WHERE __dbsp_b = ?",
-                (bucket,),
-            )
+        for b, name in names:
+            conn.execute(f"CREATE TABLE main.{name} AS SELECT {cols} FROM temp.__dbsp_hashed WHERE __dbsp_b = ?", (b,))
         conn.execute("DROP TABLE temp.__dbsp_hashed")
 
 

@@ -141,8 +141,9 @@ def export_views(raw: apsw.Connection, views: tuple[tuple[str, str, bool], ...])
     conn = matview.install(raw)
     for name, sql, with_rows in views:
         # the incremental plan's partial state, whatever this part holds: a result only SQLite's
-        # scan order decides is the driver's to meet, in the merged state (`fallback`)
-        conn.execute(f"CREATE MATERIALIZED VIEW {quote(name)} WITH (recompute = 'never') AS {sql}")
+        # scan order decides is the driver's to meet, in the merged state (`fallback`); no
+        # join-key indexes (the file is scratch: the driver's CREATE makes the file's own)
+        conn.execute(f"CREATE MATERIALIZED VIEW {quote(name)} WITH (recompute = 'never', indexes = 'off') AS {sql}")
         rows: list[dict[str, Any]] = []
         queries = (
             ("state", f"SELECT operator_id, key, value FROM {quote(names.state_table(name))}"),
