@@ -176,6 +176,10 @@ def _apply_partials(
     return aggregate.emit(touched, store)
 
 
+#: (connection, TEMP table) of the `_Stage1Rows` holding rows now
+_STAGE1_IN_USE: set[tuple[int, str]] = set()
+
+
 class _Stage1Rows:
     """The stage-1 rows the passes of `sql_step` read: `source` itself, or — once `reread`
     says it pays — its columns the passes use, computed once into a TEMP table (untyped
@@ -195,8 +199,11 @@ class _Stage1Rows:
             return
         names = [*(_column(i) for i in self.used), '"__w"']
         table = f"__dbsp_stage1_{'_'.join(map(str, self.used))}"
+        if (id(self.conn), table) in _STAGE1_IN_USE:
+            return  # (a step inside another's, were there one: it must not empty that one's rows)
         self.conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} ({', '.join(names)})")
         self.table = table
+        _STAGE1_IN_USE.add((id(self.conn), table))
         self.conn.execute(f"INSERT INTO temp.{table} SELECT {', '.join(names)} FROM ({self.source})", self.params)
         self.source, self.params = f"SELECT * FROM temp.{table}", ()
 
@@ -206,6 +213,7 @@ class _Stage1Rows:
     def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         if self.table is None:
             return
+        _STAGE1_IN_USE.discard((id(self.conn), self.table))
         try:
             self.conn.execute(f"DELETE FROM temp.{self.table}")
         except apsw.Error:
@@ -252,14 +260,13 @@ def _add_non_integer_terms(
             continue
         remaining = real_sums.REMAINING if handled is not None else "typeof({v}) NOT IN ('integer', 'null')"
         groups = "".join(f"{g}, " for g in group_columns)
-        coerce = aggregate.accumulators[index].coerce
+        coerce, of = aggregate.accumulators[index].coerce, accumulator_of(index)
         for row in conn.execute(
             f'SELECT {groups}{arg}, "__w" FROM ({rows.source}) WHERE {remaining.format(v=arg)}{condition}',
             rows.params,
         ):
             value = row[k]
             # SumState.add counts the value in n itself; the GROUP BY counted only integers
-            of = accumulator_of(index)
             SumState.add(of(row[:k]), value if isinstance(value, float) else coerce(value), row[k + 1])
 
 

@@ -13,6 +13,7 @@ the per-row path takes over), and Python adds each bucket as (Σhigh·2**28 + Σ
 — the same integers the per-row path adds, so the state is identical, only added in another
 order. Zeros and infinities are counted per sign in the same statement. Doubles too small or
 too large for the split (|v| < 1e-270 or ≥ 1e300) are left to the per-row path (`REMAINING`).
+Most REALs never reach the split: the lane below (`LANE`) adds them without an exponent.
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ _HALF = 28  # bits of m's low half
 #: The common REALs, 2**-10 <= |v| < 2**53, take a cheaper split with no exponent: |v| = i + f·2**-62
 #: for the integers i = trunc(|v|) < 2**53 and f = (|v| − i)·2**62 < 2**62. Both are exact: the
 #: fraction |v| − i is (it drops bits above 2**0 only), and |v|'s last bit is worth at least
-#: 2**-62, so f is an integer a power-of-two scaling reaches exactly (±0.0 are counted, as
-#: `add_real_partials` counts them). All the sums of a view
-#: take one statement grouped by the view's groups alone (`add_lane_sums`); the split above
-#: handles the other REALs (`NOT_IN_LANE`). Halves keep the SQL sums below 2**63.
+#: 2**-62, so f is an integer a power-of-two scaling reaches exactly (±0.0 are only counted, as
+#: `add_real_partials` counts them). All the sums of a view take one statement grouped by the
+#: view's groups alone (`add_lane_sums`); the exponent split handles the other REALs
+#: (`NOT_IN_LANE`). Halves keep the SQL sums below 2**63.
 LANE = "(typeof({v}) = 'real' AND (abs({v}) = 0 OR abs({v}) >= 0.0009765625 AND abs({v}) < 9007199254740992.0))"
 NOT_IN_LANE = f" AND NOT {LANE}"
 _LANE_SCALE = 62
