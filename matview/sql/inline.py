@@ -196,9 +196,13 @@ class _Inliner:
             tokens = tokenize(sql)
         where = f" in {context}" if context else ""
         depths = depth_walk(tokens)
-        for token, d in zip(tokens, depths):
+        for at, (token, d) in enumerate(zip(tokens, depths)):
             if d == 0 and token.kind in SET_OPERATIONS:
-                raise UnsupportedQuery(f"set operation {token.text.upper()}{where} is not supported yet")
+                after = tokens[at + 1].text.upper() if at + 1 < len(tokens) else ""
+                spelled = f"{token.text.upper()} {after}" if after in ("ALL", "DISTINCT") else token.text.upper()
+                hint = ", read through a SELECT over it," if context else ""
+                supported = " (a CTE or FROM-subquery that is the set operation itself is)" if context else ""
+                raise UnsupportedQuery(f"set operation {spelled}{where}{hint} is not supported yet{supported}")
         if not tokens or tokens[0].kind != TokenType.SELECT:
             raise UnsupportedQuery(f"{context or 'the view'}: only a SELECT can be inlined")
         clauses = split_clauses(sql, tokens)
