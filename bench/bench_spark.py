@@ -190,6 +190,7 @@ def main() -> int:
     parser.add_argument("--views", default=",".join(VIEWS))
     parser.add_argument("--tmpdir")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="K=V", help="extra Spark settings")
     args = parser.parse_args()
     rows = 6_000_000 if args.big else args.rows
     work = tempfile.mkdtemp(prefix="matview-bench-spark-", dir=args.tmpdir)
@@ -204,7 +205,8 @@ def main() -> int:
         from matview.spark import backfill, build_session
 
         started = time.perf_counter()
-        spark = build_session(args.master, {"spark.ui.enabled": "false", "spark.driver.memory": "2g"})
+        extra = dict(item.split("=", 1) for item in args.spark_conf)
+        spark = build_session(args.master, {"spark.ui.enabled": "false", "spark.driver.memory": "2g", **extra})
         spark.range(1).count()
         session_start = time.perf_counter() - started
 
