@@ -178,6 +178,8 @@ def _apply_partials(
 
 #: (connection, TEMP table) of the `_Stage1Rows` holding rows now
 _STAGE1_IN_USE: set[tuple[int, str]] = set()
+#: why the TEMP table may be refused, leaving the passes to read the stage-1 SELECT itself
+_SCRATCH_REFUSED = (apsw.AuthError, apsw.FullError, apsw.CantOpenError, apsw.ReadOnlyError)
 
 
 class _Stage1Rows:
@@ -201,10 +203,17 @@ class _Stage1Rows:
         table = f"__dbsp_stage1_{'_'.join(map(str, self.used))}"
         if (id(self.conn), table) in _STAGE1_IN_USE:
             return  # (a step inside another's, were there one: it must not empty that one's rows)
-        self.conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} ({', '.join(names)})")
+        try:
+            self.conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} ({', '.join(names)})")
+            self.conn.execute(f"DELETE FROM temp.{table}")  # (were an emptying on exit refused)
+        except _SCRATCH_REFUSED:
+            return  # (an application's authorizer, a full temp store: the passes read `source`)
         self.table = table
         _STAGE1_IN_USE.add((id(self.conn), table))
-        self.conn.execute(f"INSERT INTO temp.{table} SELECT {', '.join(names)} FROM ({self.source})", self.params)
+        try:
+            self.conn.execute(f"INSERT INTO temp.{table} SELECT {', '.join(names)} FROM ({self.source})", self.params)
+        except _SCRATCH_REFUSED:
+            return  # (the statement wrote nothing: the table stays empty, `source` is read)
         self.source, self.params = f"SELECT * FROM temp.{table}", ()
 
     def __enter__(self) -> _Stage1Rows:
@@ -216,6 +225,8 @@ class _Stage1Rows:
         _STAGE1_IN_USE.discard((id(self.conn), self.table))
         try:
             self.conn.execute(f"DELETE FROM temp.{self.table}")
+        except _SCRATCH_REFUSED:
+            pass  # (emptied before its next use)
         except apsw.Error:
             if kind is None:
                 raise  # (under an error, a rollback may have taken the table: keep that error)
