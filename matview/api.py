@@ -146,7 +146,7 @@ class Connection(ViewStatements, FoldSchedule):
             # follow its scan order (`scan_order`) are checked again at the next look. A
             # ROLLBACK TO may undo a fold's change of a view's plan (`fallback.heal`), and only a
             # whole rollback calls the rollback hook.
-            result = Rows(list(self._run(sql, params)))
+            result = Rows.drained(self._run(sql, params))
             self.registry.invalidate()
             return result
         return self._run(sql, params)
@@ -194,7 +194,7 @@ class Connection(ViewStatements, FoldSchedule):
         ]
         if not handled:
             try:
-                rows = Rows(list(self.apsw.execute(sql, params)))
+                rows = Rows.drained(self.apsw.execute(sql, params))
             finally:
                 if any(statements.changes_statistics(statement) for statement in script):
                     self.registry.invalidate()  # (ANALYZE inside: see `_execute`)
@@ -240,10 +240,11 @@ class Connection(ViewStatements, FoldSchedule):
             self._repair_capture()
         if word in _WRITES and self.apsw.get_autocommit() and views:
             with self._as_autocommit():
-                result = self.apsw.executemany(sql, sequence)
+                # (every row read before the commit: a RETURNING cursor in progress blocks it)
+                result = Rows.drained(self.apsw.executemany(sql, sequence))
             return result
         if statements.changes_statistics(sql):
-            rows = Rows(list(self.apsw.executemany(sql, sequence)))
+            rows = Rows.drained(self.apsw.executemany(sql, sequence))
             self.registry.invalidate()  # (see `_execute`)
             return rows
         return self.apsw.executemany(sql, sequence)
@@ -280,8 +281,8 @@ class Connection(ViewStatements, FoldSchedule):
     def _autocommit_write(self, sql: str, params: Any) -> Rows:
         """One write in autocommit mode: the write and its fold commit together."""
         with self._as_autocommit():
-            rows = self.apsw.execute(sql, params).fetchall()
-        return Rows(rows)
+            rows = Rows.drained(self.apsw.execute(sql, params))
+        return rows
 
     @contextlib.contextmanager
     def _as_autocommit(self) -> Iterator[None]:
@@ -306,7 +307,7 @@ class Connection(ViewStatements, FoldSchedule):
         (the capture triggers log the change in it), no BEGIN/COMMIT of matview's — unless the
         backlog check is due (`_views_to_fold`): the views past `pending_limit` then fold in
         a transaction of their own, right after."""
-        rows = Rows(list(self._run(sql, params)))
+        rows = Rows.drained(self._run(sql, params))
         self._total_changes = self.apsw.total_changes()  # (no catch-up fold for it at the next statement)
         check = self._backlog_check_due()
         due = [view for view in views.values() if check and pending_count(self.apsw, view) > self.pending_limit]

@@ -109,16 +109,45 @@ def column_count(conn: apsw.Connection, sql: str) -> int:
 
 
 class Rows:
-    """Rows a wrapped write returned (RETURNING), with apsw's cursor surface."""
+    """Rows a wrapped write returned (RETURNING), with apsw's cursor surface: an iterator, with
+    `fetchone`/`fetchall` and the statement's description."""
 
-    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
-        self._rows = rows
+    def __init__(self, rows: list[tuple[Any, ...]], description: tuple[tuple[str, str | None], ...] = ()) -> None:
+        self._rows, self._at, self._description = rows, 0, description
+
+    @classmethod
+    def drained(cls, cursor: Any) -> Rows:
+        """Every row of an apsw cursor, read now (matview commits after it), with its description."""
+        try:
+            description = tuple(cursor.getdescription())
+        except apsw.ExecutionCompleteError:  # (a statement without rows: apsw has none to give)
+            description = ()
+        return cls(list(cursor), description)
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        return iter(self._rows)
+        return self
+
+    def __next__(self) -> tuple[Any, ...]:
+        if self._at >= len(self._rows):
+            raise StopIteration
+        self._at += 1
+        return self._rows[self._at - 1]
 
     def fetchall(self) -> list[tuple[Any, ...]]:
-        return list(self._rows)
+        rest = self._rows[self._at :]
+        self._at = len(self._rows)
+        return rest
 
     def fetchone(self) -> tuple[Any, ...] | None:
-        return self._rows[0] if self._rows else None
+        return next(self, None)
+
+    def getdescription(self) -> tuple[tuple[str, str | None], ...]:
+        """(name, declared type) of each column, as apsw's `Cursor.getdescription`."""
+        if not self._description:
+            raise apsw.ExecutionCompleteError("the statement returned no rows")
+        return self._description
+
+    @property
+    def description(self) -> tuple[tuple[str, str | None, None, None, None, None, None], ...]:
+        """DB-API's description, as apsw's `Cursor.description`."""
+        return tuple((name, decltype, None, None, None, None, None) for name, decltype in self._description)

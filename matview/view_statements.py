@@ -151,7 +151,7 @@ class ViewStatements(Subscriptions):
         index that exists) it changed no plan of the file's tables, waits for no lock, and
         nothing is repaired."""
         with self:
-            rows = Rows(list(self._run(sql, params)))
+            rows = Rows.drained(self._run(sql, params))
             if self.apsw.txn_state("main") == apsw.SQLITE_TXN_WRITE:
                 # a new UNIQUE index: the capture probes it too, before any write could miss a row
                 tables = list(dict.fromkeys(t for v in self.registry.views.values() for t in v.entry.base_tables))

@@ -94,6 +94,10 @@ def rewrite_grouped_subqueries(conn: apsw.Connection, body: str, prefix: str = "
         return body
     if clauses.distinct or clauses.limit or clauses.window:
         return body
+    if subqueries(list(clauses.group.tokens)):
+        # (a GROUP BY term is a column of the derived table: one with a subquery would leave
+        # the derived table with a subquery in its select list, to be rewritten again, forever)
+        return body
     try:
         names = probe_columns(conn, prefix + body)[0]
     except Error:
@@ -389,12 +393,26 @@ def refuse_outer_aggregate(conn: apsw.Connection, prefix: str, text: str) -> Non
         try:
             for probe in probes:
                 probe_columns(conn, prefix + identifiers(probe))
-        except Error:
+        except Error as exc:
+            if _not_the_outer_row(str(exc), text, clauses):
+                raise  # (a misspelt name, a function this connection lacks: SQLite's own message)
             written = text[call.args[0].tokens[0].start : call.args[-1].tokens[-1].end] if call.args else "*"
             raise UnsupportedQuery(
                 f"{call.name}({written}) inside a subquery ({excerpt(text)}) reads the outer query's row, "
                 "which makes it an aggregate of the outer query in SQLite: not supported yet"
             ) from None
+
+
+def _not_the_outer_row(message: str, text: str, clauses: Clauses) -> bool:
+    """Whether a probe of subquery `text` failed for another reason than reading the outer row:
+    a function SQLite lacks, or a column it lacks qualified by a table of the subquery's own FROM."""
+    if "no such function" in message:
+        return True
+    found = re.search(r"no such column: (.+)\.[^.]+$", message)
+    if found is None or not clauses.from_.tokens:
+        return False
+    items = read_from_items(text, list(clauses.from_.tokens), check=False)
+    return fold(found.group(1)) in {fold(i.alias or i.name or "") for i in items}
 
 
 def return_none() -> NoReturn:
