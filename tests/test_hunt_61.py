@@ -136,36 +136,21 @@ def _ins_ss(conn: matview.Connection, rng: random.Random) -> None:
     )
 
 
+def _channel_sale(rng: random.Random) -> tuple[object, ...]:
+    """(date, customer, address, item, order, quantity, price, profit) of a catalog or web sale."""
+    keys = (_fk(rng, 14), _fk(rng, 12), _fk(rng, 9), _fk(rng, 14))
+    return (*keys, rng.randrange(1, 30), rng.randrange(1, 100), _price(rng), _price(rng))
+
+
 def _ins_cs(conn: matview.Connection, rng: random.Random) -> None:
     conn.execute(
         "INSERT INTO catalog_sales(cs_sold_date_sk, cs_bill_customer_sk, cs_bill_addr_sk, cs_item_sk, cs_order_number, cs_quantity, cs_ext_sales_price, cs_net_profit) VALUES (?,?,?,?,?,?,?,?)",
-        (
-            _fk(rng, 14),
-            _fk(rng, 12),
-            _fk(rng, 9),
-            _fk(rng, 14),
-            rng.randrange(1, 30),
-            rng.randrange(1, 100),
-            _price(rng),
-            _price(rng),
-        ),
+        _channel_sale(rng),
     )
 
 
 def _ins_ws(conn: matview.Connection, rng: random.Random) -> None:
-    conn.execute(
-        "INSERT INTO web_sales VALUES (?,?,?,?,?,?,?,?)",
-        (
-            _fk(rng, 14),
-            _fk(rng, 12),
-            _fk(rng, 9),
-            _fk(rng, 14),
-            rng.randrange(1, 30),
-            rng.randrange(1, 100),
-            _price(rng),
-            _price(rng),
-        ),
-    )
+    conn.execute("INSERT INTO web_sales VALUES (?,?,?,?,?,?,?,?)", _channel_sale(rng))
 
 
 def _ins_sr(conn: matview.Connection, rng: random.Random) -> None:
