@@ -13,7 +13,7 @@ import apsw
 from matview.errors import Error
 from matview.names import fold, is_internal, is_node
 from matview.registry import Registry, View
-from matview.storage.ddl_guard import same_file
+from matview.storage.ddl_guard import aliases_main
 from matview_ext import statements
 
 
@@ -32,20 +32,11 @@ def _main_target(conn: apsw.Connection, registry: Registry, named: tuple[str | N
         return name  # (a materialized view's temp shadow is matview's too)
     if schema is not None:
         # (temp's, or an attached database's — but for main's own file attached again)
-        return name if schema == "main" or _aliases_main(conn, schema) else None
+        return name if schema == "main" or aliases_main(conn, schema) else None
     temp = conn.execute(
         "SELECT 1 FROM temp.sqlite_master WHERE type IN ('table', 'view') AND name = ? COLLATE NOCASE", (name,)
     ).fetchone()
     return None if temp else name
-
-
-def _aliases_main(conn: apsw.Connection, schema: str) -> bool:
-    """Whether the attached `schema` is main's own file (`ATTACH 'this.db' AS x`)."""
-    try:
-        theirs = conn.db_filename(schema)
-    except (apsw.SQLError, ValueError):  # (no such schema: SQLite says so when it runs)
-        return False
-    return same_file(conn.db_filename("main"), theirs)
 
 
 def dependents(conn: apsw.Connection, registry: Registry, sql: str) -> list[View]:

@@ -4,7 +4,7 @@
 naming the views. That reading is matview's; this guard is SQLite's own: an authorizer on the
 connection, consulted while SQLite prepares any statement — however it is spelled, and whether
 it comes through `execute`, a script, `executemany` or a cursor of the apsw connection. It
-refuses, in main (or main's own file attached under another name, `same_file`):
+refuses, in main (or main's own file attached under another name, `aliases_main`):
 
 - DROP/ALTER of a materialized view's table or plain view (DROP MATERIALIZED VIEW drops them);
 - DROP/ALTER of matview's own tables, indexes and triggers (state, change logs, capture);
@@ -75,7 +75,7 @@ class DdlGuard:
             return True
         if database in (None, "temp") or self._conn is None:
             return False
-        return same_file(self._conn.db_filename("main"), self._conn.db_filename(database))
+        return aliases_main(self._conn, database)
 
     def _refusal_of(self, action: int, name: str) -> str | None:
         if action == apsw.SQLITE_ALTER_TABLE and self.altered == fold(name):
@@ -99,8 +99,13 @@ def install(conn: apsw.Connection, refusal: Refusal) -> DdlGuard:
     return guard
 
 
-def same_file(main: str, other: str) -> bool:
-    """Whether an attached database's file is main's (by name, or a hard link: by inode)."""
+def aliases_main(conn: apsw.Connection, schema: str) -> bool:
+    """Whether the attached `schema` is main's own file (`ATTACH 'this.db' AS x`), by name or,
+    for a hard link, by inode (no SQL runs: an authorizer may ask)."""
+    try:
+        main, other = conn.db_filename("main"), conn.db_filename(schema)
+    except (apsw.SQLError, ValueError):  # (no such schema: SQLite says so when it runs)
+        return False
     if not main or not other:  # (in memory, or a temporary file: never main's)
         return False
     try:
