@@ -59,6 +59,11 @@ def _column(index: int) -> str:
     return quote(f"__c{index}")
 
 
+def _and_filter(filter_: int | None) -> str:
+    """An aggregate's FILTER (its stage-1 column) as a WHERE conjunct: ` AND "__c<i>"`, or ""."""
+    return f" AND {_column(filter_)}" if filter_ is not None else ""
+
+
 def sql_step(
     aggregate: Aggregate, conn: apsw.Connection, source: str, params: Any, store: StateStore
 ) -> ZSet[bytes] | None:
@@ -99,9 +104,9 @@ def sql_step(
     parts.append('min("__w")')  # a negative weight: some value leaves an ordered multiset
     group_by = f" GROUP BY {', '.join(groups)}" if groups else ""
     select_groups = ", ".join(groups) + ", " if groups else ""
-    ordered = len(_multisets(aggregate))
+    multisets = _multisets(aggregate)
     with _Stage1Rows(aggregate, conn, source, params) as rows:
-        rows.reread(1 + ordered)
+        rows.reread(1 + len(multisets))
         try:
             partials = conn.execute(
                 f"SELECT {select_groups}{', '.join(parts)} FROM ({rows.source}){group_by}", rows.params
@@ -110,7 +115,7 @@ def sql_step(
             return None  # an integer sum left 64 bits inside SQLite: the exact Python path takes over
         if any(row[-2] not in (None, 1) for row in partials):
             return None
-        return _apply_partials(aggregate, rows, store, partials, layout)
+        return _apply_partials(aggregate, rows, store, partials, layout, multisets)
 
 
 def _multisets(aggregate: Aggregate) -> list[tuple[AggSpec, int]]:
@@ -125,6 +130,7 @@ def _apply_partials(
     store: StateStore,
     partials: list[tuple[Any, ...]],
     layout: list[tuple[str, int]],
+    multisets: list[tuple[AggSpec, int]],
 ) -> ZSet[bytes]:
     """ΔO from the per-group partials, the REAL sums and ordered multisets added from `rows`."""
     plan, k, conn = aggregate.plan, aggregate.k, rows.conn
@@ -167,7 +173,6 @@ def _apply_partials(
                 ):
                     group[slot] = [inserted, False]
     leaving = any(row[-1] is not None and row[-1] < 0 for row in partials)
-    multisets = _multisets(aggregate)
     rows.reread((1 if reals else 0) + len(multisets) * (2 if leaving else 1))
     if reals:
         _add_non_integer_terms(aggregate, rows, reals, touched)
@@ -251,8 +256,7 @@ def _add_non_integer_terms(
         return of
 
     def condition_of(index: int) -> str:
-        spec = plan.aggs[index]
-        return f" AND {_column(spec.filter)}" if spec.filter is not None else ""
+        return _and_filter(plan.aggs[index].filter)
 
     terms = [(_column(plan.aggs[i].arg), condition_of(i)) for i in indices]  # type: ignore[arg-type]
     lanes = real_sums.add_lane_sums(
@@ -295,7 +299,7 @@ def _update_ordered(
     """Add the delta's values to MIN/MAX's ordered multiset `op`, set at a time (and drop the
     entries left with no weight, when the delta has `leaving` rows)."""
     ostate = store.ostate
-    condition = f" AND {_column(filter_)}" if filter_ is not None else ""
+    condition = _and_filter(filter_)
     key = f"{GROUP_KEY_FUNCTION}({', '.join(_column(i) for i in range(k))})"
     value = _column(arg)  # type: ignore[arg-type]
     kind = STORAGE_KIND_SQL.format(v=value)

@@ -32,6 +32,7 @@ from matview.names import fold, quote
 from matview.operators.accumulators import VARIANT_DEPENDENT, result_error_markers_sql
 from matview.plan import OutputColumn, Plan
 from matview.sql.sqltext import depth_walk, splice, tokenize
+from matview.storage.capture import missing_tables
 from matview.storage.ddl_guard import own_ddl
 from matview.storage.schema import affinity
 
@@ -292,10 +293,7 @@ def damaged_shadow_sql(conn: apsw.Connection, view: str, reason: str) -> str:
     (so that a statement naming them prepares), and a WHERE SQLite evaluates once before any
     row, which raises — the stored rows are as of some fold, never to be read as current."""
     table = names.view_table(view)
-    found = conn.execute(
-        "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE", (table,)
-    ).fetchone()
-    source = f"main.{quote(table)}" if found else "(SELECT NULL)"
+    source = "(SELECT NULL)" if missing_tables(conn, [table]) else f"main.{quote(table)}"
     literal = "'" + reason.replace("'", "''") + "'"
     return (
         f"CREATE VIEW temp.{quote(view)} AS {_BODY_MARK}{_DAMAGED_MARK}SELECT * FROM {source} "
