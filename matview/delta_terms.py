@@ -14,9 +14,11 @@ stored: X^old = X^new ⊎ (−ΔX), a UNION ALL inside the SQL. Outer joins add 
 
 from __future__ import annotations
 
+from typing import Any
+
 from matview import names
 from matview.names import fold, quote
-from matview.operators import partition
+from matview.operators import partition, scalar_values
 from matview.plan import Plan, render
 from matview.storage.schema import ROWID_NAMES
 from matview.upstream import UpstreamSource
@@ -269,8 +271,9 @@ class DeltaTerms:
             **sources,
         )
 
-    def parameters(self, ranges: Ranges) -> dict[str, int]:
-        params: dict[str, int] = {}
+    def parameters(self, ranges: Ranges) -> dict[str, Any]:
+        """Each table's range of pending changes; the values of `scalar_values`, unset."""
+        params: dict[str, Any] = scalar_values.default_parameters(self.plan)
         for number, table in enumerate(self.tables):
             lo, hi = ranges.get(table, (0, 0))
             params[f"lo{number}"], params[f"hi{number}"] = lo, hi

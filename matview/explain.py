@@ -22,11 +22,13 @@ from matview import names
 from matview.db import scalar
 from matview.fold import pending_ranges
 from matview.names import is_node, quote
+from matview.operators import scalar_values
 from matview.operators.aggregate import GROUPS_OP
 from matview.operators.distinct import DISTINCT_OP
 from matview.operators.set_operation import SET_OPERATION_OP
 from matview.plan import render
 from matview.registry import Registry, View
+from matview.sql.sqltext import excerpt
 
 
 @dataclass
@@ -114,6 +116,11 @@ def _describe(conn: apsw.Connection, registry: Registry, view: View, nodes: list
         current = [_add(nodes, prefix, "map", "arms", [f"{len(plan.arms)} arms"], current)]
     if in_subquery:
         probes = [f"compares {table}.{column} by =" for table, column, _ in plan.subquery_probes]
+        # (`operators.scalar_values`: the roots whose conjunct a new value flips)
+        probes += [
+            f"reaches by value: {excerpt(scalar_values.conjunct_as_written(value, _source_names(plan.sources)), 80)}"
+            for _k, value in scalar_values.value_reaches(plan)
+        ]
         reads = list(dict.fromkeys(source_ids[plan.sources[n]] for n in sorted(in_subquery)))
         current.append(_add(nodes, prefix, "subquery", "subqueries", probes, reads))
     if plan.whole:  # (`sql.whole`: ΔV = Q(I(A)) − V at every fold)

@@ -21,13 +21,24 @@ from typing import Any, NamedTuple
 from matview.names import ROWID_GUARD_PREFIX
 
 #: the newest plan format this code reads (3: a plan listing a rowid guard index, which an older
-#: matview, blind to the guard, must refuse to read: `Plan.format`)
-PLAN_FORMAT = 3
+#: matview, blind to the guard, must refuse to read; 4: a plan with a subquery reached by value,
+#: whose kept value an older matview would not keep: `Plan.format`)
+PLAN_FORMAT = 4
 
 #: A SQL template: the user's text never goes through `str.format` (a literal `'{weight}'` or
 #: a JSON string is not a placeholder). Even positions are literal SQL, odd positions name a
 #: placeholder that `render` fills.
 Template = tuple[str, ...]
+
+
+class ValueReach(NamedTuple):
+    """An uncorrelated scalar subquery compared in a top-level conjunct of the outer WHERE,
+    whose result has no affinity: a change of its value reaches the outer rows whose conjunct
+    it flips (`sql.value_reach`, `operators.scalar_values`)."""
+
+    subquery: Template  # `(SELECT …)` as the stage-1 text holds it
+    conjunct: Template  # the outer WHERE's conjunct around it, as the stage-1 text holds it
+    evaluated: Template  # the subquery as the user wrote it (SQLite's own SUM/AVG): its value now
 
 
 class SubqueryReach(NamedTuple):
@@ -41,6 +52,7 @@ class SubqueryReach(NamedTuple):
     #: its `FROM … WHERE …` reads no outer column: a condition on the change alone is asked once
     #: (`membership.reach_conditions`' guards), not per outer row
     uncorrelated: bool = False
+    value: ValueReach | None = None  # an uncorrelated scalar subquery reaching rows by its value
 
 
 WEIGHT = "weight"
@@ -231,8 +243,11 @@ class Plan:
 
     @property
     def format(self) -> int:
-        """The plan format it is stored as: 3 where it knows a table's rows by rowid (it lists a
-        rowid guard index), else 2 (older matview reads it)."""
+        """The plan format it is stored as: 4 where a subquery reaches rows by value (`ValueReach`),
+        3 where it knows a table's rows by rowid (it lists a rowid guard index), else 2 (older
+        matview reads it)."""
+        if any(reach.value is not None for reach in self.subquery_reach):
+            return 4
         return 3 if any(name.startswith(ROWID_GUARD_PREFIX) for name in self.indexes) else 2
 
     def image_key(self, table: str) -> tuple[tuple[str, ...], bool] | None:
@@ -293,6 +308,7 @@ class Plan:
                 bool(r[2]) if len(r) > 2 else False,
                 (str(r[3][0]), str(r[3][1])) if len(r) > 3 and r[3] else None,
                 bool(r[4]) if len(r) > 4 else False,
+                ValueReach(*(tuple(t) for t in r[5])) if len(r) > 5 and r[5] else None,
             )
             for r in data.get("subquery_reach", ())
         )

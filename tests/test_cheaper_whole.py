@@ -1,10 +1,12 @@
 """A view whose subquery does not depend on the outer row but reads a table the view reads too
-(`amount > (SELECT avg(amount) FROM orders)` over orders) would recompute every row at every
-write of that table, row by row: it is recomputed whole instead, one run of its SELECT
-(`partition.every_root_table`, `compile_view.compile_with_nodes`; on for users, on here by the
-`fall_back_to_whole` mark). Correlated subqueries, uncorrelated ones over other tables, and
-`x IN (SELECT col …)` (a change reaches the rows whose x it moves in or out) stay incremental;
-`recompute = 'never'` keeps the incremental plan; REFRESH keeps the choice."""
+would recompute every row at every write of that table, row by row: it is recomputed whole
+instead, one run of its SELECT (`partition.every_root_table`, `compile_view.compile_with_nodes`;
+on for users, on here by the `fall_back_to_whole` mark) — unless the subquery stands alone in a
+conjunct of the WHERE (`amount > (SELECT avg(amount) FROM orders)`), where a new value reaches
+only the rows whose conjunct it flips (`sql.value_reach`). Correlated subqueries, uncorrelated
+ones over other tables, and `x IN (SELECT col …)` (a change reaches the rows whose x it moves in
+or out) stay incremental; `recompute = 'never'` keeps the incremental plan; REFRESH keeps the
+choice."""
 
 from __future__ import annotations
 
@@ -31,15 +33,20 @@ SETUP = [
 ]
 
 WHOLE = {
+    "gap_to_max": "SELECT id, amount - (SELECT max(amount) FROM orders) AS gap FROM orders",
+    # (its value has the column's affinity: a bound parameter would compare otherwise)
+    "first_amount": "SELECT id FROM orders WHERE amount < (SELECT amount FROM orders WHERE id = 2)",
+}
+
+GAP_TO_AVERAGE = "SELECT id, amount - (SELECT avg(amount) FROM orders) AS gap FROM orders"
+
+INCREMENTAL = {
+    # (by value: the rows whose comparison the new average flips)
     "above_avg": "SELECT id, amount FROM orders WHERE amount > (SELECT avg(amount) FROM orders)",
     "above_avg_grouped": "SELECT status, count(*), sum(amount) FROM orders "
     "WHERE amount > (SELECT avg(amount) FROM orders) GROUP BY status",
-    "gap_to_max": "SELECT id, amount - (SELECT max(amount) FROM orders) AS gap FROM orders",
     "joined": "SELECT o.id, c.region FROM orders o JOIN customers c ON c.id = o.customer_id "
     "WHERE o.amount >= (SELECT avg(amount) FROM orders)",
-}
-
-INCREMENTAL = {
     # (a change reaches the rows whose customer_id it moves in or out of the set: `sql.membership`)
     "same_table_in": "SELECT id FROM orders WHERE customer_id IN (SELECT customer_id FROM orders "
     "WHERE status = 'done')",
@@ -90,8 +97,10 @@ def test_a_subquery_every_row_reads_makes_the_view_recomputed_whole(tmp_path: Pa
     stock_sqlite3(path, ["UPDATE orders SET amount = 5 WHERE amount = 5.0", "DELETE FROM orders WHERE id = 1"])
     conn = matview.connect(str(path))
     assert_views_match(conn, live)
+    conn.execute("REFRESH MATERIALIZED VIEW gap_to_max_imm")
+    assert "recomputed whole" in conn.view("gap_to_max_imm").explain()
     conn.execute("REFRESH MATERIALIZED VIEW above_avg_imm")
-    assert "recomputed whole" in conn.view("above_avg_imm").explain()
+    assert "reaches by value: amount > (SELECT avg(amount) FROM" in conn.view("above_avg_imm").explain()
     assert_views_match(conn, live)
     conn.close()
 
@@ -100,9 +109,9 @@ def test_recompute_never_keeps_the_incremental_plan(tmp_path: Path) -> None:
     conn = matview.connect(str(tmp_path / "db.sqlite"))
     for sql in SETUP:
         conn.execute(sql)
-    conn.execute(f"CREATE MATERIALIZED VIEW v WITH (recompute = 'never') AS {WHOLE['above_avg']}")
+    conn.execute(f"CREATE MATERIALIZED VIEW v WITH (recompute = 'never') AS {GAP_TO_AVERAGE}")
     assert "recomputed whole" not in conn.view("v").explain()
     conn.execute("INSERT INTO orders(customer_id, amount, status) VALUES (2, 100, 'open')")
     conn.execute("REFRESH MATERIALIZED VIEW v")
     assert "recomputed whole" not in conn.view("v").explain()
-    assert_views_match(conn, {"v": WHOLE["above_avg"]})
+    assert_views_match(conn, {"v": GAP_TO_AVERAGE})

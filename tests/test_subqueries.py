@@ -37,6 +37,13 @@ def _subquery_views(r: random.Random, tables: list[Table]) -> dict[str, str]:
         "scalar_min_id": f"SELECT x.id FROM {a} x WHERE x.id > (SELECT min(y.id) + 1 FROM {b} y WHERE y.v = x.v)",
         "uncorrelated": f"SELECT id, v FROM {a} WHERE v * 3 > (SELECT count(*) FROM {a} WHERE v IS NOT NULL)",
         "lookup": f"SELECT x.id, (SELECT y.r FROM {b} y WHERE y.id = x.v) FROM {a} x",
+        # (reached by value: the rows whose comparison a new value flips, `sql.value_reach`)
+        "above_avg": f"SELECT id, v FROM {a} WHERE v > (SELECT avg(v) FROM {a}) AND id > 1",
+        "at_max": f"SELECT x.id, x.r FROM {a} x WHERE x.r = (SELECT max(r) FROM {b})",
+        "value_join": (
+            f"SELECT x.id, y.id FROM {a} x JOIN {b} y ON y.k = x.k "
+            f"WHERE y.r < (SELECT total(r) / 3 FROM {c} WHERE v IS NOT NULL) AND x.v > 0"
+        ),
         "nested": (f"SELECT id FROM {a} WHERE v IN (SELECT v FROM {b} WHERE k IN (SELECT k FROM {c} WHERE r > 0))"),
         "join_outer": (
             f"SELECT x.id, y.id FROM {a} x JOIN {b} y ON x.k = y.k "

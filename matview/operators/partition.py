@@ -27,6 +27,7 @@ from sqlglot.tokens import TokenType
 
 from matview import names
 from matview.names import quote
+from matview.operators import scalar_values
 from matview.operators.prefix_conjuncts import prefix_conjuncts
 from matview.plan import WEIGHT, Plan, Template, render
 from matview.sql.from_items import JOIN_WORDS, OUTER_WORDS
@@ -77,7 +78,8 @@ def every_root_table(conn: apsw.Connection, plan: Plan) -> str | None:
         if not reaches:  # (a nested subquery's or an ON condition's table: every root, see `_root_queries`)
             return plan.sources[j]
         # (`x IN (SELECT col …)` reaches the rows whose x a change moves in or out: not every root)
-        for template in [reach.template for reach in reaches if reach.membership is None]:
+        # (`x > (SELECT avg(x) FROM t)` reaches the rows whose comparison a new value flips)
+        for template in [reach.template for reach in reaches if reach.membership is None and reach.value is None]:
             # (an IN reaches the outer rows by the value compared: its template is correlated by it)
             try:  # SQLite prepares it alone: it reads no column of the outer row
                 conn.execute(f"EXPLAIN SELECT 1 {render(template, **tables)}").fetchall()
@@ -203,21 +205,28 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
     plan = terms.plan
     key = root_key(plan)
     root = quote(plan.aliases[plan.root])
-    new = {f"source{i}": _state(terms, t, True, applied) for i, t in enumerate(plan.sources)}
+    new = _sources(terms, applied)
     old = {f"source{i}": _state(terms, t, t not in changed, applied) for i, t in enumerate(plan.sources)}
     top = sum(1 for part in plan.from_template[1::2] if part.startswith("source"))
-    rows_everywhere = render(plan.stage1, weight=f"{key}, 1", **new)
+    rows_everywhere = scalar_values.substituted(plan, render(plan.stage1, weight=f"{key}, 1", **new), new)
     also = f"{plan.reach_filter} AND " if plan.reach_filter else ""
     reached: list[str] = []
+    by_value: set[int] = set()
     for j in range(top, len(plan.sources)):
         if plan.sources[j] not in changed:
             continue
         # a subquery's table: the outer rows whose subquery reads a changed row (old or new)
-        subqueries = [subquery for subquery in plan.subquery_reach if j in subquery.occurrences]
+        subqueries = [(k, subquery) for k, subquery in enumerate(plan.subquery_reach) if j in subquery.occurrences]
         if not subqueries:  # read by a nested subquery or an ON condition: every row
             return None, rows_everywhere, rows_everywhere
         delta = {f"source{j}": terms.delta_source(plan.sources[j])}
-        for subquery in subqueries:
+        for k, subquery in subqueries:
+            if subquery.value is not None:  # an uncorrelated value: the rows whose conjunct it flips
+                if k not in by_value:
+                    by_value.add(k)
+                    outer = render(plan.from_template, **new)
+                    reached.append(scalar_values.reach_query(k, subquery.value, key, outer, also, new))
+                continue
             for state in _states(new, old, changed, plan.sources[j], plan.sources):
                 inner = render(subquery.template, **{**state, **delta})
                 outer = render(plan.from_template, **state)
@@ -281,7 +290,8 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
     joiner = "AND" if plan.outer_where else "WHERE"
     rows = render(plan.stage1, weight=f"{key}, 1", reach=f" {joiner} ({key}) IN ({reach})", **new)
     kept = kept_rows.reached_keys(key_width(plan))
-    return reach, rows, render(plan.stage1, weight=f"{key}, 1", reach=f" {joiner} ({key}) IN ({kept})", **new)
+    rows_kept = render(plan.stage1, weight=f"{key}, 1", reach=f" {joiner} ({key}) IN ({kept})", **new)
+    return reach, scalar_values.substituted(plan, rows, new), scalar_values.substituted(plan, rows_kept, new)
 
 
 def _states(
@@ -295,14 +305,17 @@ def _states(
 def root_delta(conn: apsw.Connection, terms: DeltaTerms, ranges: Ranges, store: StateStore) -> list[tuple[Any, ...]]:
     """Stage-1 rows (with weights) of the pending changes `ranges`: the reached roots' rows
     now, less the rows they kept (`storage.kept_rows`), which a fold replaces."""
-    changed = frozenset(ranges)
+    plan = terms.plan
+    # (a value kept for none of its subquery's tables: its reach runs, reaching every root)
+    changed = frozenset(ranges) | scalar_values.unknown_tables(plan, store)
+    params: dict[str, Any] = terms.parameters(ranges)
+    params |= scalar_values.bind_values(conn, plan, store, changed, _sources(terms, store.writable))
     reach, rows = root_queries(terms, changed, store.writable)
-    width = key_width(terms.plan)
+    width = key_width(plan)
     if terms.kept_width is None:
         kept_rows.require(conn, store.view)
         terms.kept_width = kept_rows.stage1_width(conn, rows, width)
-    kept = kept_rows.KeptRows(conn, store.view, width, terms.plan.root_key_nullable, terms.kept_width)
-    params = terms.parameters(ranges)
+    kept = kept_rows.KeptRows(conn, store.view, width, plan.root_key_nullable, terms.kept_width)
     if not store.writable:  # (a reader writes nothing, not even TEMP: `PRAGMA query_only`)
         return kept.read_delta(reach, rows, params)
     if reach is not None:
@@ -324,14 +337,23 @@ def populate_roots(conn: apsw.Connection, terms: DeltaTerms, store: StateStore) 
     """The initial snapshot of a root-recompute view: every root's stage-1 rows, kept."""
     terms.kept_width = None  # (re-read at the next fold: a REFRESH may change it)
     plan = terms.plan
-    return kept_rows.fill(conn, store.view, snapshot_rows_query(terms), key_width(plan), plan.root_key_nullable)
+    values = scalar_values.bind_values(conn, plan, store, frozenset(plan.tables), _sources(terms, True), fresh=True)
+    rows = snapshot_rows_query(terms)
+    return kept_rows.fill(conn, store.view, rows, key_width(plan), plan.root_key_nullable, values)
 
 
 def snapshot_rows_query(terms: DeltaTerms) -> str:
-    """The SELECT of every root's stage-1 rows, the root key columns before the weight."""
+    """The SELECT of every root's stage-1 rows, the root key columns before the weight (the
+    values of `scalar_values` bound as parameters)."""
     plan = terms.plan
-    sources = {f"source{i}": _state(terms, t, True, True) for i, t in enumerate(plan.sources)}
-    return render(plan.stage1, weight=f"{root_key(plan)}, 1", outer=plan.outer_kind, **sources)
+    sources = _sources(terms, True)
+    rows = render(plan.stage1, weight=f"{root_key(plan)}, 1", outer=plan.outer_kind, **sources)
+    return scalar_values.substituted(plan, rows, sources)
+
+
+def _sources(terms: DeltaTerms, applied: bool) -> dict[str, str]:
+    """Every source in its new state (see `_state`)."""
+    return {f"source{i}": _state(terms, t, True, applied) for i, t in enumerate(terms.plan.sources)}
 
 
 def key_width(plan: Plan) -> int:

@@ -35,6 +35,7 @@ from matview.sql.sqltext import (
 )
 from matview.sql.subquery_columns import equalities, reads_table
 from matview.sql.subquery_values import exact_sum_renames
+from matview.sql.value_reach import with_value_reaches
 from matview.storage.schema import (
     ROWID_NAMES,
     TableInfo,
@@ -312,44 +313,52 @@ def with_subqueries(conn: apsw.Connection, plan: Plan, source: FromClause) -> Pl
     tables = {o.table.name: o.table for o in extra}
     known = {name for name, _ in plan.signatures}
     known_views = set(plan.upstream_views)
-    return replace(
-        plan,
-        stage1=stage1,
-        sources=(*plan.sources, *(o.table.name for o in extra)),
-        aliases=(*plan.aliases, *(o.alias for o in extra)),
-        signatures=(
-            *plan.signatures,
-            *(
-                (t.name, tuple((c.name, c.decltype, c.collation) for c in t.columns))
-                for t in tables.values()
-                if t.name not in known
+    # (an uncorrelated scalar subquery compared in the WHERE reaches the rows its value flips)
+    return with_value_reaches(
+        conn,
+        replace(
+            plan,
+            stage1=stage1,
+            sources=(*plan.sources, *(o.table.name for o in extra)),
+            aliases=(*plan.aliases, *(o.alias for o in extra)),
+            signatures=(
+                *plan.signatures,
+                *(
+                    (t.name, tuple((c.name, c.decltype, c.collation) for c in t.columns))
+                    for t in tables.values()
+                    if t.name not in known
+                ),
             ),
+            without_rowid=tuple(
+                dict.fromkeys([*plan.without_rowid, *(t.name for t in tables.values() if not t.has_rowid)])
+            ),
+            stable_rowid_tables=tuple(
+                dict.fromkeys([*plan.stable_rowid_tables, *(t.name for t in tables.values() if t.has_rowid and t.ipk)])
+            ),
+            root_recompute=True,
+            image_keys=(*plan.image_keys, *image_keys([t for t in tables.values() if t.name not in known])),
+            upstreams=(
+                *plan.upstreams,
+                *(
+                    describe_upstream(conn, t.name)
+                    for t in tables.values()
+                    if t.materialized and t.name not in known_views
+                ),
+            ),
+            # a grouped or DISTINCT upstream view's rows are their own key (its values, as quoted
+            # text: exact, NULLs and 1 vs 1.0 included)
+            outer_key=tuple(c.name for c in root.columns) if root.materialized else root.stable_key or plan.outer_key,
+            root_key_nullable=root.materialized or root.key_may_be_null,
+            subquery_probes=tuple(dict.fromkeys([*probes, *_reached_by(source, reaches, correlations)])),
+            outer_on="",
+            outer_kind=source.outer_kind or "LEFT",
+            from_template=from_template,
+            # a subquery in an ON condition reads its tables from the FROM clause's own text: a change
+            # of one reaches every row (`delta_terms.DeltaTerms._root_terms`)
+            subquery_reach=()
+            if has_subquery("".join(source.template[::2]))
+            else _joinable(conn, source, extra, reaches, plan.reach_filter),
         ),
-        without_rowid=tuple(
-            dict.fromkeys([*plan.without_rowid, *(t.name for t in tables.values() if not t.has_rowid)])
-        ),
-        stable_rowid_tables=tuple(
-            dict.fromkeys([*plan.stable_rowid_tables, *(t.name for t in tables.values() if t.has_rowid and t.ipk)])
-        ),
-        root_recompute=True,
-        image_keys=(*plan.image_keys, *image_keys([t for t in tables.values() if t.name not in known])),
-        upstreams=(
-            *plan.upstreams,
-            *(describe_upstream(conn, t.name) for t in tables.values() if t.materialized and t.name not in known_views),
-        ),
-        # a grouped or DISTINCT upstream view's rows are their own key (its values, as quoted
-        # text: exact, NULLs and 1 vs 1.0 included)
-        outer_key=tuple(c.name for c in root.columns) if root.materialized else root.stable_key or plan.outer_key,
-        root_key_nullable=root.materialized or root.key_may_be_null,
-        subquery_probes=tuple(dict.fromkeys([*probes, *_reached_by(source, reaches, correlations)])),
-        outer_on="",
-        outer_kind=source.outer_kind or "LEFT",
-        from_template=from_template,
-        # a subquery in an ON condition reads its tables from the FROM clause's own text: a change
-        # of one reaches every row (`delta_terms.DeltaTerms._root_terms`)
-        subquery_reach=()
-        if has_subquery("".join(source.template[::2]))
-        else _joinable(conn, source, extra, reaches, plan.reach_filter),
     )
 
 

@@ -302,6 +302,7 @@ def _refuse_unknown_placeholders(plan: Plan) -> None:
     """Every placeholder of the plan's templates is one `render` fills (a damaged blob may
     name another, which would fail every statement of the file with a KeyError)."""
     templates = [plan.stage1, plan.from_template, *(reach.template for reach in plan.subquery_reach)]
+    templates += [template for reach in plan.subquery_reach if reach.value is not None for template in reach.value]
     for template in templates:
         for placeholder in template[1::2]:
             if not _PLACEHOLDER.match(placeholder):

@@ -106,8 +106,11 @@ def index(conn: apsw.Connection, view: str) -> None:
     )
 
 
-def fill(conn: apsw.Connection, view: str, rows_sql: str, key_width: int, nullable: bool) -> list[tuple[Any, ...]]:
-    """The initial snapshot: every root's rows, kept; the stage-1 rows with their weights."""
+def fill(
+    conn: apsw.Connection, view: str, rows_sql: str, key_width: int, nullable: bool, params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """The initial snapshot: every root's rows, kept; the stage-1 rows with their weights.
+    `params`: the values `rows_sql` binds (`operators.scalar_values`)."""
     width = stage1_width(conn, rows_sql, key_width)
     create(conn, view, width)
     table, listed = f"main.{quote(table_name(view))}", "".join(f"{c}, " for c in _columns(width))
@@ -115,7 +118,8 @@ def fill(conn: apsw.Connection, view: str, rows_sql: str, key_width: int, nullab
     conn.execute(
         f"{_named(rows_sql, width, key_width)} INSERT INTO {table} (root, {listed}weight) "
         f"SELECT root, {listed}sum(w) FROM (SELECT {_root_text(key_width, nullable)} AS root, {listed}w FROM __dbsp_r) "
-        f"GROUP BY {group} HAVING sum(w) <> 0"
+        f"GROUP BY {group} HAVING sum(w) <> 0",
+        params,
     )
     index(conn, view)
     return list(conn.execute(f"SELECT {listed}weight FROM {table}"))
