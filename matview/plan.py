@@ -233,6 +233,11 @@ class Plan:
         return list(dict.fromkeys(self.sources))
 
     @functools.cached_property  # (read at every commit; a plan never changes)
+    def value_reaches(self) -> tuple[tuple[int, ValueReach], ...]:
+        """The subqueries reached by value, with their position in `subquery_reach`."""
+        return tuple((k, r.value) for k, r in enumerate(self.subquery_reach) if r.value is not None)
+
+    @functools.cached_property  # (read at every commit; a plan never changes)
     def upstream_views(self) -> tuple[str, ...]:
         return tuple(u.name for u in self.upstreams)
 

@@ -21,6 +21,7 @@ from stock import stock_sqlite3
 
 import matview
 from matview.operators import scalar_values
+from matview.storage.codec import pack
 
 SETUP = [
     "CREATE TABLE orders(id INTEGER PRIMARY KEY, customer_id INTEGER, amount, status TEXT COLLATE NOCASE)",
@@ -139,7 +140,8 @@ def test_a_write_reaches_the_rows_it_flips_not_every_row(tmp_path: Path) -> None
     assert conn.view("v").verify()
 
 
-def test_a_value_the_state_lost_reaches_every_row_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", ["deleted", "not a list"])
+def test_a_value_the_state_lost_reaches_every_row_once(tmp_path: Path, damage: str) -> None:
     path = tmp_path / "db.sqlite"
     conn = matview.connect(str(path))
     for sql in SETUP:
@@ -148,7 +150,12 @@ def test_a_value_the_state_lost_reaches_every_row_once(tmp_path: Path) -> None:
     conn.close()
     raw = apsw.Connection(str(path))
     for view in live:
-        raw.execute(f'DELETE FROM "__dbsp_state_{view}" WHERE operator_id = ?', (scalar_values.VALUE_OP,))
+        if damage == "deleted":
+            raw.execute(f'DELETE FROM "__dbsp_state_{view}" WHERE operator_id = ?', (scalar_values.VALUE_OP,))
+        else:
+            raw.execute(
+                f'UPDATE "__dbsp_state_{view}" SET value = ? WHERE operator_id = ?', (pack(7), scalar_values.VALUE_OP)
+            )
     raw.close()
     conn = matview.connect(str(path))
     conn.execute("INSERT INTO customers(region) VALUES ('w')")  # (no table of the view: nothing to fold)

@@ -306,10 +306,12 @@ def root_delta(conn: apsw.Connection, terms: DeltaTerms, ranges: Ranges, store: 
     """Stage-1 rows (with weights) of the pending changes `ranges`: the reached roots' rows
     now, less the rows they kept (`storage.kept_rows`), which a fold replaces."""
     plan = terms.plan
-    # (a value kept for none of its subquery's tables: its reach runs, reaching every root)
-    changed = frozenset(ranges) | scalar_values.unknown_tables(plan, store)
+    changed = frozenset(ranges)
     params: dict[str, Any] = terms.parameters(ranges)
-    params |= scalar_values.bind_values(conn, plan, store, changed, _sources(terms, store.writable))
+    if scalar_values.value_reaches(plan):
+        # (a value kept for none of its subquery's tables: its reach runs, reaching every root)
+        changed |= scalar_values.unknown_tables(plan, store)
+        params |= scalar_values.bind_values(conn, plan, store, changed, _sources(terms, store.writable))
     reach, rows = root_queries(terms, changed, store.writable)
     width = key_width(plan)
     if terms.kept_width is None:

@@ -7,8 +7,11 @@ every row reads, the roots a change of that value reaches are exactly those whos
 flips: their rows are the only ones that differ between the two values (DBSP's ΔV = Q(new) −
 Q(old) is zero on every other root). The fold therefore
 
-1. computes the value now, with the user's own subquery (SQLite's SUM/AVG, its plan), once;
-2. compares it with the value the kept rows were computed under (`VALUE_OP` in the state);
+1. computes the value now, with the user's own subquery (SQLite's SUM/AVG, its plan), once —
+   or takes the value kept, where none of its tables changed and its query plan and the schema
+   version are those it was computed under (`_plan`);
+2. compares it, by type and value, with the value the kept rows were computed under
+   (`VALUE_OP` in the state);
 3. if it moved, reaches the roots where `CASE WHEN <conjunct under old> …` differs from
    `… <conjunct under new>` (`reach_query`: SQLite scans the outer FROM, nothing else);
 4. computes the reached roots' rows with the new value bound in place of the subquery
@@ -32,9 +35,9 @@ from matview.storage.state import StateStore, identical
 VALUE_OP = 1_000_005  # the value each ValueReach's kept rows were computed under, by its position
 
 
-def value_reaches(plan: Plan) -> list[tuple[int, ValueReach]]:
+def value_reaches(plan: Plan) -> tuple[tuple[int, ValueReach], ...]:
     """The plan's subqueries reached by value, with their position in `subquery_reach`."""
-    return [(k, reach.value) for k, reach in enumerate(plan.subquery_reach) if reach.value is not None]
+    return plan.value_reaches
 
 
 def parameter(k: int, which: str) -> str:
@@ -105,6 +108,8 @@ def bind_values(
     params: dict[str, Any] = {}
     for k, value in value_reaches(plan):
         kept = None if fresh else store.get(VALUE_OP, _key(k))  # [value, plan]: a NULL value is kept too
+        if not isinstance(kept, list) or len(kept) != 2:
+            kept = None  # (none, or a damaged entry: every root is reached, as with none)
         select = f"SELECT {render(value.evaluated, **sources)}"
         planned = _plan(conn, select)
         unchanged = not any(plan.sources[n] in changed for n in _occurrences(plan, k))
@@ -114,9 +119,10 @@ def bind_values(
             now = conn.execute(select).fetchone()[0]  # type: ignore[index]
         params[parameter(k, "new")] = now
         params[parameter(k, "old")] = None if kept is None else kept[0]
-        params[parameter(k, "moved")] = int(kept is None or not identical(kept[0], now))
+        moved = kept is None or not identical(kept[0], now)
+        params[parameter(k, "moved")] = int(moved)
         params[parameter(k, "every")] = int(kept is None)
-        if store.writable and (kept is None or kept != [kept[0], planned] or params[parameter(k, "moved")]):
+        if store.writable and (moved or kept[1] != planned):  # type: ignore[index]
             store.put(VALUE_OP, _key(k), [now, planned])
     return params
 

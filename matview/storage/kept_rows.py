@@ -135,19 +135,27 @@ def reached_keys(key_width: int) -> str:
     return f"SELECT {', '.join(f'k{i}' for i in range(key_width))} FROM temp.{_reached_table(key_width)}"
 
 
+@functools.lru_cache(maxsize=256)
+def _table(view: str) -> str:
+    return f"main.{quote(table_name(view))}"
+
+
+@functools.lru_cache(maxsize=64)
+def _scratch(key_width: int, width: int) -> dict[str, str]:
+    """The scratch tables of a shape: the reached roots' keys, and their rows now."""
+    keys = "".join(f", k{i}" for i in range(key_width))
+    listed = "".join(f", {c}" for c in _columns(width))
+    return {_reached_table(key_width): f"root{keys}", quote(f"{names.PREFIX}now_{width}"): f"root{listed}, w"}
+
+
 class KeptRows:
     """ΔStage1 of the reached roots, and (a fold) the kept rows replaced by the rows now."""
 
     def __init__(self, conn: apsw.Connection, view: str, key_width: int, nullable: bool, width: int) -> None:
         self.conn, self.key_width, self.nullable, self.width = conn, key_width, nullable, width
-        self.table = f"main.{quote(table_name(view))}"
+        self.table = _table(view)
         # scratch tables (TEMP: a reader may fill them, and they never reach the file), per shape
-        keys = "".join(f", k{i}" for i in range(key_width))
-        listed = "".join(f", {c}" for c in _columns(width))
-        self.scratch = {
-            _reached_table(key_width): f"root{keys}",
-            quote(f"{names.PREFIX}now_{width}"): f"root{listed}, w",
-        }
+        self.scratch = _scratch(key_width, width)
         self.reached, self.now = (f"temp.{name}" for name in self.scratch)
 
     def read_delta(self, reach_sql: str | None, rows_sql: str, params: dict[str, int]) -> list[tuple[Any, ...]]:
