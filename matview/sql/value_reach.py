@@ -183,8 +183,10 @@ def _template(text: str) -> Template:
 
 
 def _usable(conn: apsw.Connection, plan: Plan, reach: ValueReach, main: dict[str, str]) -> bool:
-    """Whether the value prepares alone (it reads no outer column) and the reach query does
-    (the conjunct may name a select-list alias, which only the SELECT knows)."""
+    """Whether the value prepares alone (it reads no outer column), the reach query does (the
+    conjunct may name a select-list alias, which only the SELECT knows), and the conjunct reads
+    the outer row: one that does not (`(SELECT count(*) FROM t) > 0`) flips every row at once,
+    where running the SELECT once is cheaper than recomputing each row."""
     subquery = render(reach.subquery, **main)
     conjunct = render(reach.conjunct, **main).replace(subquery, "?")
     outer = render(plan.from_template, **main)
@@ -193,4 +195,8 @@ def _usable(conn: apsw.Connection, plan: Plan, reach: ValueReach, main: dict[str
         conn.execute(f"EXPLAIN SELECT 1 FROM {outer} WHERE CASE WHEN {conjunct} THEN 1 ELSE 0 END", (None,)).fetchall()
     except apsw.SQLError:
         return False
-    return True
+    try:
+        conn.execute(f"EXPLAIN SELECT CASE WHEN {identifiers(conjunct)} THEN 1 ELSE 0 END", (None,)).fetchall()
+    except apsw.SQLError:
+        return True  # (it names a column of the outer FROM)
+    return False
