@@ -44,13 +44,15 @@ from matview.view_health import plain_view_change
 def recompute_replanned(conn: apsw.Connection, registry: Registry, tables: Sequence[str]) -> None:
     """matview's own join-key indexes, made or dropped for another view, can change how SQLite
     plans a view recomputed whole over the same tables, and so which tied rows its SELECT keeps
-    (`whole.replanned_otherwise`): such a view is recomputed here, in the same transaction,
+    (`whole.replanned_otherwise`), or a subquery value an incremental view reaches rows by (the
+    first of tied 5 and 5.0, a REAL sum's rounding): such a view is recomputed here, in the same transaction,
     rather than left to read as broken until a REFRESH the user never asked for; the views
     over it are rebuilt with it (they read storage that changed without a ΔV)."""
     rebuilt: dict[str, View] = {}
     for table in dict.fromkeys(tables):
         for view in registry.views_on(table):
-            if fold(view.name) in rebuilt or not view.entry.plan.whole:
+            plan = view.entry.plan
+            if fold(view.name) in rebuilt or not (plan.whole or plan.value_reaches):
                 continue
             if replanned_otherwise(conn, view.name, view.entry.plan):
                 _rebuild(conn, registry, view)

@@ -225,18 +225,24 @@ class Registry:
                 # has yet to make: a TEMP object of the user's could stand in their place)
                 self._replans_waiting = True
                 continue
-            if not view.broken and not view.stalled and view.entry.plan.whole and self._replanned(view.entry):
+            plan = view.entry.plan
+            if (
+                not view.broken
+                and not view.stalled
+                and (plan.whole or plan.value_reaches)
+                and self._replanned(view.entry)
+            ):
                 self.replan_due = True
                 view.broken = (
                     f"materialized view {view.name}: SQLite now plans its SELECT otherwise (an index was created "
-                    "or dropped, or ANALYZE ran), and so decides its ties otherwise: REFRESH MATERIALIZED VIEW "
-                    f"{view.name}"
+                    "or dropped, or ANALYZE ran), and so decides its ties (or a subquery's value) otherwise: "
+                    f"REFRESH MATERIALIZED VIEW {view.name}"
                 )
 
     def _replanned(self, entry: ViewEntry) -> bool:
-        """A view recomputed whole whose SELECT SQLite now plans otherwise, with other rows, and
-        nothing pending: its stored rows are what a read shows (with changes pending, a read
-        recomputes it under the new plan — `operators.whole`)."""
+        """A view recomputed whole whose SELECT SQLite now plans otherwise, with other rows (or an
+        incremental one whose subquery value did move so), and nothing pending: its stored rows
+        are what a read shows (with changes pending, a read computes them under the new plan)."""
         pairs = [(entry.name, table) for table in entry.base_tables]
         try:
             if scalar(self.conn, f"SELECT {readable.pending_sql(pairs)}"):

@@ -19,7 +19,6 @@ never changes the result, only the work.
 
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING, Any
 
 import apsw
@@ -32,8 +31,7 @@ from matview.operators.prefix_conjuncts import prefix_conjuncts
 from matview.plan import WEIGHT, Plan, Template, render
 from matview.sql.from_items import JOIN_WORDS, OUTER_WORDS
 from matview.sql.membership import reach_conditions
-from matview.sql.sqltext import Token, depth_walk, has_where_clause, split_conjuncts, tokenize
-from matview.sql.subqueries import has_subquery
+from matview.sql.sqltext import depth_walk, has_where_clause, tokenize
 from matview.storage import kept_rows
 from matview.storage.state import StateStore
 
@@ -143,43 +141,6 @@ def _state(terms: DeltaTerms, table: str, new: bool, applied: bool) -> str:
     return true_old_source(terms, terms.tables.index(table), table)
 
 
-#: functions that never raise an error, whatever row they see: a reach query evaluates its
-#: filter on rows the SELECT may never evaluate it on (`Plan.reach_filter`)
-_NEVER_FAILING = {
-    "coalesce", "ifnull", "nullif", "iif", "lower", "upper", "length", "substr", "substring", "trim",
-    "ltrim", "rtrim", "typeof", "instr", "date", "time", "datetime", "julianday", "strftime", "like",
-    "glob", "cast", "replace", "hex", "quote",
-}  # fmt: skip
-
-
-def reach_filter(where: str) -> str:
-    """The WHERE's top-level conjuncts that hold no subquery and call no function that may
-    raise an error (`Plan.reach_filter`)."""
-    kept = [
-        c.text
-        for c in split_conjuncts(where, tokenize(where))
-        if c.tokens and not has_subquery(c.text) and _never_fails(c.tokens)
-    ]
-    return " AND ".join(f"({text})" for text in kept)
-
-
-def _never_fails(tokens: tuple[Token, ...]) -> bool:
-    """No call of a function that may raise, and no `schema.table.column` (a reach query may
-    read a delta in the table's place, under its alias only)."""
-    calls_safe = all(
-        nxt.kind != TokenType.L_PAREN or not token.is_name or token.text.lower() in _NEVER_FAILING
-        for token, nxt in itertools.pairwise(tokens)
-    )
-    return calls_safe and not _three_part_name(tokens)
-
-
-def _three_part_name(tokens: tuple[Token, ...]) -> bool:
-    return any(
-        a.is_name and b.kind == TokenType.DOT and c.is_name and d.kind == TokenType.DOT
-        for a, b, c, d in zip(tokens, tokens[1:], tokens[2:], tokens[3:])
-    )
-
-
 def root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool = True) -> tuple[str | None, str]:
     """For the changed tables: the SELECT of the reached roots' keys (None: every root),
     and the SELECT of their stage-1 rows now, the root key columns before the weight.
@@ -210,23 +171,21 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
     top = sum(1 for part in plan.from_template[1::2] if part.startswith("source"))
     rows_everywhere = scalar_values.substituted(plan, render(plan.stage1, weight=f"{key}, 1", **new), new)
     also = f"{plan.reach_filter} AND " if plan.reach_filter else ""
-    reached: list[str] = []
-    by_value: set[int] = set()
+    # a subquery reached by value: the rows whose conjunct its new value flips — asked whatever
+    # changed (a guard skips it where the value did not move): an index made since may move it
+    now = render(plan.from_template, **new)
+    reached = [scalar_values.reach_query(k, value, key, now, also, new) for k, value in plan.value_reaches]
     for j in range(top, len(plan.sources)):
         if plan.sources[j] not in changed:
             continue
         # a subquery's table: the outer rows whose subquery reads a changed row (old or new)
-        subqueries = [(k, subquery) for k, subquery in enumerate(plan.subquery_reach) if j in subquery.occurrences]
+        subqueries = [subquery for subquery in plan.subquery_reach if j in subquery.occurrences]
         if not subqueries:  # read by a nested subquery or an ON condition: every row
             return None, rows_everywhere, rows_everywhere
         delta = {f"source{j}": terms.delta_source(plan.sources[j])}
-        for k, subquery in subqueries:
-            if subquery.value is not None:  # an uncorrelated value: the rows whose conjunct it flips
-                if k not in by_value:
-                    by_value.add(k)
-                    outer = render(plan.from_template, **new)
-                    reached.append(scalar_values.reach_query(k, subquery.value, key, outer, also, new))
-                continue
+        for subquery in subqueries:
+            if subquery.value is not None:
+                continue  # (reached by value, above)
             for state in _states(new, old, changed, plan.sources[j], plan.sources):
                 inner = render(subquery.template, **{**state, **delta})
                 outer = render(plan.from_template, **state)
@@ -308,11 +267,11 @@ def root_delta(conn: apsw.Connection, terms: DeltaTerms, ranges: Ranges, store: 
     plan = terms.plan
     changed = frozenset(ranges)
     params: dict[str, Any] = terms.parameters(ranges)
-    if scalar_values.value_reaches(plan):
-        # (a value kept for none of its subquery's tables: its reach runs, reaching every root)
-        changed |= scalar_values.unknown_tables(plan, store)
-        params |= scalar_values.bind_values(conn, plan, store, changed, _sources(terms, store.writable))
+    values = scalar_values.bind_values(conn, plan, store, changed, _sources(terms, store.writable))
     reach, rows = root_queries(terms, changed, store.writable)
+    if values is None:  # (a value raised: every root, its subqueries as written — see `bind_values`)
+        reach, rows = None, every_root_rows(terms, store.writable)
+    params |= values or {}
     width = key_width(plan)
     if terms.kept_width is None:
         kept_rows.require(conn, store.view)
@@ -340,17 +299,22 @@ def populate_roots(conn: apsw.Connection, terms: DeltaTerms, store: StateStore) 
     terms.kept_width = None  # (re-read at the next fold: a REFRESH may change it)
     plan = terms.plan
     values = scalar_values.bind_values(conn, plan, store, frozenset(plan.tables), _sources(terms, True), fresh=True)
-    rows = snapshot_rows_query(terms)
-    return kept_rows.fill(conn, store.view, rows, key_width(plan), plan.root_key_nullable, values)
+    rows = snapshot_rows_query(terms, bound=values is not None)
+    return kept_rows.fill(conn, store.view, rows, key_width(plan), plan.root_key_nullable, values or {})
 
 
-def snapshot_rows_query(terms: DeltaTerms) -> str:
+def snapshot_rows_query(terms: DeltaTerms, bound: bool = True) -> str:
     """The SELECT of every root's stage-1 rows, the root key columns before the weight (the
-    values of `scalar_values` bound as parameters)."""
+    values of `scalar_values` bound as parameters, unless not `bound`)."""
     plan = terms.plan
     sources = _sources(terms, True)
     rows = render(plan.stage1, weight=f"{root_key(plan)}, 1", outer=plan.outer_kind, **sources)
-    return scalar_values.substituted(plan, rows, sources)
+    return scalar_values.substituted(plan, rows, sources) if bound else rows
+
+
+def every_root_rows(terms: DeltaTerms, applied: bool) -> str:
+    """The SELECT of every root's stage-1 rows now, its subqueries as written (none bound)."""
+    return render(terms.plan.stage1, weight=f"{root_key(terms.plan)}, 1", **_sources(terms, applied))
 
 
 def _sources(terms: DeltaTerms, applied: bool) -> dict[str, str]:

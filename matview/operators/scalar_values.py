@@ -28,6 +28,7 @@ from typing import Any
 
 import apsw
 
+from matview.db import ENVIRONMENT_ERRORS
 from matview.errors import Error
 from matview.plan import Plan, ValueReach, render
 from matview.storage.state import StateStore, identical
@@ -84,16 +85,6 @@ def reach_query(k: int, value: ValueReach, key: str, outer: str, also: str, sour
     return f"SELECT {key} FROM {guard} WHERE {also}(:{parameter(k, 'every')} OR {flips})"
 
 
-def unknown_tables(plan: Plan, store: StateStore) -> frozenset[str]:
-    """The tables of the values no value is kept for: their reach must run (every root)."""
-    return frozenset(
-        plan.sources[n]
-        for k, value in value_reaches(plan)
-        if store.get(VALUE_OP, _key(k)) is None
-        for n in _occurrences(plan, k)
-    )
-
-
 def bind_values(
     conn: apsw.Connection,
     plan: Plan,
@@ -101,40 +92,97 @@ def bind_values(
     changed: frozenset[str],
     sources: dict[str, str],
     fresh: bool = False,
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
     """Each value's parameters now: computed where its tables changed (or none was kept),
     else the value kept; kept anew by a fold (`store.writable`). `fresh`: a snapshot (CREATE,
-    REFRESH), which computes every root's rows under the values now."""
+    REFRESH), which computes every root's rows under the values now.
+
+    None where a value raises (an integer overflow, a function's error) — which SQLite's own
+    SELECT raises only if it evaluates the subquery, and over no row it does not: every root's
+    rows are then computed with the subqueries as written, and no value is kept (so the next
+    fold computes every root again)."""
+    if not plan.value_reaches:
+        return {}
+    try:
+        return _bind(conn, plan, store, changed, sources, fresh)
+    except ENVIRONMENT_ERRORS:
+        raise
+    except (apsw.Error, ArithmeticError, ValueError):
+        if store.writable:
+            for k, _value in value_reaches(plan):
+                store.put(VALUE_OP, _key(k), None)
+        return None
+
+
+def _bind(
+    conn: apsw.Connection,
+    plan: Plan,
+    store: StateStore,
+    changed: frozenset[str],
+    sources: dict[str, str],
+    fresh: bool,
+) -> dict[str, Any]:
     params: dict[str, Any] = {}
+    puts: list[tuple[int, list[Any]]] = []
     for k, value in value_reaches(plan):
-        kept = None if fresh else store.get(VALUE_OP, _key(k))  # [value, plan]: a NULL value is kept too
-        if not isinstance(kept, list) or len(kept) != 2:
-            kept = None  # (none, or a damaged entry: every root is reached, as with none)
+        kept = None if fresh else kept_value(store, k)
         select = f"SELECT {render(value.evaluated, **sources)}"
-        planned = _plan(conn, select)
+        planned = planned_as(conn, select)
         unchanged = not any(plan.sources[n] in changed for n in _occurrences(plan, k))
-        if kept is not None and unchanged and kept[1:] == [planned]:
-            now = kept[0]
-        else:
-            now = conn.execute(select).fetchone()[0]  # type: ignore[index]
+        reuse = kept is not None and unchanged and kept[1] == planned
+        now = kept[0] if reuse else _value(conn, select)  # type: ignore[index]
+        moved = kept is None or not identical(kept[0], now)
+        # a value kept under another plan (an index since) or for another subquery (a damaged
+        # file) that differs from the value now: whether the kept rows stand for it is not known
+        every = kept is None or (moved and kept[1] != planned)
         params[parameter(k, "new")] = now
         params[parameter(k, "old")] = None if kept is None else kept[0]
-        moved = kept is None or not identical(kept[0], now)
         params[parameter(k, "moved")] = int(moved)
-        params[parameter(k, "every")] = int(kept is None)
+        params[parameter(k, "every")] = int(every)
         if store.writable and (moved or kept[1] != planned):  # type: ignore[index]
-            store.put(VALUE_OP, _key(k), [now, planned])
+            puts.append((k, [now, planned]))
+    for k, entry in puts:  # (once every value is known: one that raises keeps none)
+        store.put(VALUE_OP, _key(k), entry)
     return params
 
 
-def _plan(conn: apsw.Connection, select: str) -> str:
-    """What decides the order SQLite reads the subquery's rows in, besides the rows: its query
-    plan, and the schema version (a VACUUM, which may renumber rowids, bumps it). SQLite's own
-    SUM/AVG round in that order and MIN/MAX keep the first of tied values, so a value kept is
-    reused only while both stand (an index made since may change the value a SELECT gives)."""
-    version = conn.execute("PRAGMA main.schema_version").fetchone()[0]  # type: ignore[index]
+def planned_as(conn: apsw.Connection, select: str) -> str:
+    """What a value kept is known by: its subquery, and SQLite's plan for it — the order SQLite
+    reads its rows in, in which its own SUM/AVG round and MIN/MAX keep the first of tied values
+    (an index made since may change the value a SELECT gives)."""
     lines = [str(row[3]) for row in conn.cursor().execute(f"EXPLAIN QUERY PLAN {select}", can_cache=False)]
-    return "\n".join([str(version), *lines])
+    return "\n".join([select, *lines])
+
+
+def replanned_otherwise(conn: apsw.Connection, view: str, plan: Plan, sources: dict[str, str]) -> bool:
+    """Whether a value the view's kept rows stand for is planned otherwise now (an index made or
+    dropped, ANALYZE) *and* gives another value: the view's rows are then not its SELECT's, with
+    no change pending to fold (`Registry`, `rebuild.recompute_replanned` rebuild it)."""
+    store = StateStore(conn, view, writable=False)
+    for k, value in value_reaches(plan):
+        kept = kept_value(store, k)
+        if kept is None:
+            continue  # (none kept: the next fold reaches every root)
+        select = f"SELECT {render(value.evaluated, **sources)}"
+        if kept[1] != planned_as(conn, select) and not identical(kept[0], _value(conn, select)):
+            return True
+    return False
+
+
+def kept_value(store: StateStore, k: int) -> list[Any] | None:
+    """Value k as kept, [value, `planned_as`] (a NULL value is kept too); None where none is
+    kept or the entry is damaged (not msgpack, not a pair): every root is reached, as with none."""
+    try:
+        kept = store.get(VALUE_OP, _key(k))
+    except ENVIRONMENT_ERRORS:
+        raise
+    except Exception:  # (msgpack's errors, a TEXT or INTEGER where the blob was)
+        return None
+    return kept if isinstance(kept, list) and len(kept) == 2 and isinstance(kept[1], str) else None
+
+
+def _value(conn: apsw.Connection, select: str) -> Any:
+    return conn.execute(select).fetchone()[0]  # type: ignore[index]
 
 
 def _occurrences(plan: Plan, k: int) -> tuple[int, ...]:

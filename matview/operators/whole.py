@@ -25,6 +25,7 @@ from matview import names
 from matview.errors import Error
 from matview.keys import row_keys
 from matview.names import fold, quote
+from matview.operators import scalar_values
 from matview.plan import Plan
 from matview.storage.readable import foreign_temp_objects
 from matview.storage.scan_order import indexes_used, query_plan
@@ -120,7 +121,14 @@ def replanned_otherwise(conn: apsw.Connection, view: str, plan: Plan) -> bool:
     computed *and* the SELECT now gives other rows (which of tied rows a LIMIT keeps, a window's
     order among peers): a plan change whose rows are the same — an index that serves another
     view, a SELECT whose rows no order decides — leaves the view as it is (the next fold keeps
-    the new plan)."""
+    the new plan). An incremental view asks the same of the subquery values it reaches rows by
+    (`scalar_values.replanned_otherwise`)."""
+    if not plan.whole:
+        try:
+            main = {f"source{i}": f"main.{quote(t)}" for i, t in enumerate(plan.sources)}
+            return scalar_values.replanned_otherwise(conn, view, plan, main)
+        except (apsw.Error, Error):
+            return False  # (a table gone: the view's own checks say so)
     try:
         kept = StateStore(conn, view, writable=False).get(PLAN_OP, b"")
         if kept is None or kept == plan_fingerprint(conn, plan.whole):

@@ -22,7 +22,6 @@ from sqlglot.tokens import TokenType
 from matview.errors import Error, UnsupportedQuery
 from matview.keys import check_collation
 from matview.names import is_node, quote
-from matview.operators.partition import reach_filter
 from matview.plan import WEIGHT, OutputColumn, Plan, PostColumn, Template
 from matview.sql.collations import refuse_other_collations
 from matview.sql.compound import blob_where_arms_conflict, combine, split_arms
@@ -30,17 +29,19 @@ from matview.sql.equality_chains import refuse_mixed_collation_chains
 from matview.sql.from_clause import FromClause, read_from_clause
 from matview.sql.from_items import read_from_items
 from matview.sql.inline import inline_query
+from matview.sql.reach_filter import reach_filter
 from matview.sql.select_list import SelectList
 from matview.sql.sqltext import (
     Clauses,
     Span,
     Token,
     find_aggregate_calls,
+    has_subquery,
     matching_paren,
     split_clauses,
     split_top_level,
 )
-from matview.sql.subqueries import has_subquery, with_subqueries
+from matview.sql.subqueries import with_subqueries
 from matview.sql.subquery_columns import scalar_of_a_column
 from matview.sql.subquery_sources import expand_subquery_sources
 from matview.sql.validate import (

@@ -209,6 +209,15 @@ def has_where_clause(text: str) -> bool:
     return any(t.kind == TokenType.WHERE and d == 0 for t, d in zip(tokens, depth_walk(tokens)))
 
 
+def has_subquery(text: str) -> bool:
+    """Whether `text` holds a parenthesized SELECT (EXISTS, IN, scalar or nested)."""
+    tokens = tokenize(text)
+    return any(
+        a.kind == TokenType.L_PAREN and b.kind in (TokenType.SELECT, TokenType.WITH, TokenType.VALUES)
+        for a, b in itertools.pairwise(tokens)
+    )
+
+
 def split_conjuncts(sql: str, tokens: Sequence[Token]) -> list[Span]:
     """The top-level `AND` terms of a condition: not an AND inside parentheses, inside a
     CASE … END, or the one of a `BETWEEN x AND y`. A top-level OR binds looser than AND

@@ -11,7 +11,6 @@ row, so it reaches every row (the cost of a changed uncorrelated value that ever
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
 
 import apsw
@@ -30,6 +29,7 @@ from matview.sql.sqltext import (
     Token,
     column_reference,
     depth_walk,
+    has_subquery,
     has_where_clause,
     tokenize,
 )
@@ -54,15 +54,6 @@ _AFTER_FROM = (
     TokenType.LIMIT,
     *SET_OPERATIONS,
 )
-
-
-def has_subquery(text: str) -> bool:
-    """Whether `text` holds a parenthesized SELECT (EXISTS, IN, scalar or nested)."""
-    tokens = tokenize(text)
-    return any(
-        a.kind == TokenType.L_PAREN and b.kind in (TokenType.SELECT, TokenType.WITH, TokenType.VALUES)
-        for a, b in itertools.pairwise(tokens)
-    )
 
 
 #: a subquery that no other subquery encloses: the occurrences its own FROM reads, its

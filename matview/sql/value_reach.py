@@ -31,6 +31,7 @@ from matview.operators.exact_extrema import EXACT_EXTREMA
 from matview.operators.exact_sums import EXACT_SUMS
 from matview.plan import WEIGHT, Plan, Template, ValueReach, render
 from matview.sql.grouped_names import identifiers
+from matview.sql.reach_filter import never_fails
 from matview.sql.sqltext import (
     SET_OPERATIONS,
     Token,
@@ -48,8 +49,9 @@ _MARKER = re.compile(r'"__dbsp_source_(\d+)"')
 #: SQLite's own, which a value is computed with (in C: a Python aggregate cost a call per row)
 _SUMS = {twin: name for name, twin in EXACT_SUMS.items()}
 
-#: … and MIN/MAX, where the value is compared: which of tied 5 and 5.0 (or 0.0 and -0.0) SQLite's
-#: scan meets first, which an index made later may change, then decides no row
+#: … and MIN/MAX, where the subquery's value is the extreme itself and is compared: which of tied
+#: 5 and 5.0 (or 0.0 and -0.0) SQLite's scan meets first, which an index made later may change,
+#: then decides no row
 _EXTREMA = {twin: name for name, twin in EXACT_EXTREMA.items()}
 
 #: the operators around a subquery whose value is only compared or tested for truth
@@ -122,6 +124,8 @@ def _value_reach(conjunct: str, plan: Plan) -> tuple[set[int], ValueReach] | Non
     if len(opens) != 1 or tokens[opens[0] + 1].kind != TokenType.SELECT:
         return None
     close = matching_paren(tokens, opens[0])
+    if not never_fails((*tokens[: opens[0]], *tokens[close + 1 :])):
+        return None  # (the reach evaluates it on rows the SELECT may skip: `json_extract` of text raises)
     inner = tokens[opens[0] + 1 : close]
     depths = depth_walk(inner)
     if any(d == 0 and t.kind in SET_OPERATIONS for t, d in zip(inner, depths)):
@@ -137,7 +141,10 @@ def _value_reach(conjunct: str, plan: Plan) -> tuple[set[int], ValueReach] | Non
     before = tokens[opens[0] - 1].kind if opens[0] else None
     after = tokens[close + 1].kind if close + 1 < len(tokens) else None
     compared = before in (None, *_COMPARING) and after in (None, *_COMPARING)
-    evaluated = _originals(subquery, {**_SUMS, **_EXTREMA} if compared else _SUMS)
+    result = inner[first:from_at]
+    bare = len(result) > 2 and result[0].text.lower() in _EXTREMA and matching_paren(result, 1) == len(result) - 1
+    # (the extreme itself, compared: `max(y) / 2` or `typeof(max(y))` would tell 5 from 5.0)
+    evaluated = _originals(subquery, {**_SUMS, **_EXTREMA} if compared and bare else _SUMS)
     if any(t.text.lower() in _EXTREMA for t in tokenize(evaluated)):
         return None  # (its MIN/MAX twin raises on tied 5 and 5.0, where SQLite's SELECT answers)
     return numbers, ValueReach(_template(subquery), _template(conjunct), _template(evaluated))
