@@ -87,6 +87,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from oracle import assert_views_match, bag, create_views_both_modes
 from stock import stock_sqlite3
+from test_value_reach import write_orders_and_customers
 
 import matview
 from matview.operators import scalar_values
@@ -341,27 +342,7 @@ OVER = {  # (a view over a value-reached view; a value-reached view over a mater
 }
 
 
-def _write(conn: Any, rng: random.Random) -> None:
-    kind = rng.randrange(8)
-    value = rng.choice([5, 5.0, 2, 9.5, None, "7", -3, 100])
-    if kind < 3:
-        conn.execute(
-            "INSERT OR REPLACE INTO orders(id, customer_id, amount, status) VALUES (?, ?, ?, ?)",
-            (rng.randrange(14), rng.randrange(5), value, rng.choice(["open", "OPEN", "done", "zz"])),
-        )
-    elif kind == 3:
-        conn.execute("UPDATE orders SET amount = amount + 1 WHERE id = ?", (rng.randrange(14),))
-    elif kind == 4:
-        conn.execute(
-            "INSERT OR REPLACE INTO customers(id, region, credit) VALUES (?, ?, ?)",
-            (rng.randrange(5), rng.choice(["north", "west", "a"]), rng.choice([1, 2.5, None, 9])),
-        )
-    elif kind == 5:
-        conn.execute("UPDATE customers SET credit = ? WHERE id = ?", (value, rng.randrange(5)))
-    elif kind == 6:
-        conn.execute(f"DELETE FROM {rng.choice(['orders', 'customers'])} WHERE id = ?", (rng.randrange(14),))
-    else:
-        conn.execute(f"DELETE FROM {rng.choice(['orders', 'customers'])} WHERE id % 3 = ?", (rng.randrange(3),))
+_write = write_orders_and_customers  # (the value-reach tests' write mix: its columns named)
 
 
 def _stock_write(rng: random.Random) -> str:
