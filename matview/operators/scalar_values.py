@@ -31,6 +31,7 @@ import apsw
 from matview.db import ENVIRONMENT_ERRORS
 from matview.errors import Error
 from matview.plan import Plan, ValueReach, render
+from matview.storage.scan_order import plan_fingerprint
 from matview.storage.state import StateStore, identical
 
 VALUE_OP = 1_000_005  # the value each ValueReach's kept rows were computed under, by its position
@@ -107,7 +108,7 @@ def bind_values(
         return _bind(conn, plan, store, changed, sources, fresh)
     except ENVIRONMENT_ERRORS:
         raise
-    except (apsw.Error, ArithmeticError, ValueError):
+    except Exception:  # (SQLite's, or any a user's function raises)
         if store.writable:
             for k, _value in value_reaches(plan):
                 store.put(VALUE_OP, _key(k), None)
@@ -147,11 +148,10 @@ def _bind(
 
 
 def planned_as(conn: apsw.Connection, select: str) -> str:
-    """What a value kept is known by: its subquery, and SQLite's plan for it — the order SQLite
-    reads its rows in, in which its own SUM/AVG round and MIN/MAX keep the first of tied values
-    (an index made since may change the value a SELECT gives)."""
-    lines = [str(row[3]) for row in conn.cursor().execute(f"EXPLAIN QUERY PLAN {select}", can_cache=False)]
-    return "\n".join([select, *lines])
+    """What a value kept is known by: its subquery, and SQLite's plan for it (`plan_fingerprint`)
+    — the order SQLite reads its rows in, in which its own SUM/AVG round and MIN/MAX keep the
+    first of tied values (an index made since may change the value a SELECT gives)."""
+    return f"{select}\n{plan_fingerprint(conn, select)}"
 
 
 def replanned_otherwise(conn: apsw.Connection, view: str, plan: Plan, sources: dict[str, str]) -> bool:

@@ -28,7 +28,7 @@ from matview.names import fold, quote
 from matview.operators import scalar_values
 from matview.plan import Plan
 from matview.storage.readable import foreign_temp_objects
-from matview.storage.scan_order import indexes_used, query_plan
+from matview.storage.scan_order import plan_fingerprint
 from matview.storage.state import StateStore
 from matview.zset import ZSet
 
@@ -95,20 +95,6 @@ def whole_delta(conn: apsw.Connection, view: str, plan: Plan) -> ZSet[bytes]:
     key, weight = quote(names.KEY), quote(names.WEIGHT)
     counts.subtract(dict(conn.execute(f"SELECT {key}, {weight} FROM {quote(names.view_table(view))}")))
     return ZSet.from_counts(counts)
-
-
-def plan_fingerprint(conn: apsw.Connection, select: str) -> str:
-    """SQLite's plan for `select` now: its EXPLAIN QUERY PLAN lines (prepared anew, never from a
-    cache), and the definition of each index they name (one dropped and made again under the same
-    name with other columns or order reads the rows in another order)."""
-    lines = query_plan(conn, select)
-    indexes = sorted(indexes_used(conn, lines))
-    definitions = [
-        str(row[0])
-        for name in indexes
-        for row in conn.execute("SELECT coalesce(sql, tbl_name) FROM main.sqlite_master WHERE name = ?", (name,))
-    ]
-    return "\n".join([*lines, *definitions])
 
 
 def keep_query_plan(conn: apsw.Connection, store: StateStore, select: str) -> None:

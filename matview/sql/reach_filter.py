@@ -18,9 +18,15 @@ from matview.sql.sqltext import Token, has_subquery, split_conjuncts, tokenize
 #: filter on rows the SELECT may never evaluate it on (`Plan.reach_filter`)
 NEVER_FAILING = {
     "coalesce", "ifnull", "nullif", "iif", "lower", "upper", "length", "substr", "substring", "trim",
-    "ltrim", "rtrim", "typeof", "instr", "date", "time", "datetime", "julianday", "strftime", "like",
-    "glob", "cast", "replace", "hex", "quote",
+    "ltrim", "rtrim", "typeof", "instr", "date", "time", "datetime", "julianday", "strftime",
+    "cast", "replace", "hex", "quote",
 }  # fmt: skip
+
+#: operators that raise on some operands: `->`/`->>` on text that is not JSON; LIKE and GLOB on
+#: a pattern over 50,000 bytes or an ESCAPE of more than one character (checked below)
+_RAISING_OPERATORS = {TokenType.ARROW, TokenType.DARROW, TokenType.RLIKE, TokenType.MATCH}
+_PATTERN_OPERATORS = {TokenType.LIKE, TokenType.GLOB}
+_LONGEST_PATTERN = 50_000  # (SQLITE_LIMIT_LIKE_PATTERN_LENGTH's default)
 
 
 def reach_filter(where: str) -> str:
@@ -35,13 +41,27 @@ def reach_filter(where: str) -> str:
 
 
 def never_fails(tokens: tuple[Token, ...]) -> bool:
-    """No call of a function that may raise, and no `schema.table.column` (a reach query may
-    read a delta in the table's place, under its alias only)."""
+    """No call of a function that may raise, no operator that may (a LIKE or GLOB only of a
+    short literal pattern, with a one-character ESCAPE), and no `schema.table.column` (a reach
+    query may read a delta in the table's place, under its alias only)."""
     calls_safe = all(
         nxt.kind != TokenType.L_PAREN or not token.is_name or token.text.lower() in NEVER_FAILING
         for token, nxt in itertools.pairwise(tokens)
     )
-    return calls_safe and not _three_part_name(tokens)
+    operators_safe = not any(t.kind in _RAISING_OPERATORS for t in tokens) and all(
+        _literal(tokens, i + 1, _LONGEST_PATTERN) for i, t in enumerate(tokens) if t.kind in _PATTERN_OPERATORS
+    )
+    escapes_safe = all(_literal(tokens, i + 1, 1) for i, t in enumerate(tokens) if t.kind == TokenType.ESCAPE)
+    return calls_safe and operators_safe and escapes_safe and not _three_part_name(tokens)
+
+
+def _literal(tokens: tuple[Token, ...], at: int, longest: int) -> bool:
+    """Whether token `at` is a string literal of at most `longest` bytes (an ESCAPE's: of one
+    character)."""
+    if at >= len(tokens) or tokens[at].kind != TokenType.STRING:
+        return False
+    text = tokens[at].text
+    return len(text) == 1 if longest == 1 else len(text.encode()) <= longest
 
 
 def _three_part_name(tokens: tuple[Token, ...]) -> bool:

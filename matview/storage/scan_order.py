@@ -252,6 +252,24 @@ def query_plan(conn: apsw.Connection, sql: str) -> list[str]:
         return []
 
 
+def plan_fingerprint(conn: apsw.Connection, select: str) -> str:
+    """SQLite's plan for `select` now: its EXPLAIN QUERY PLAN lines (prepared anew, never from a
+    cache), the definition of each index they name (one dropped and made again under the same
+    name with other columns or order reads the rows in another order), and the connection's
+    `reverse_unordered_selects` (which reverses the order of a plan's scans)."""
+    lines = query_plan(conn, select)
+    indexes = sorted(indexes_used(conn, lines))
+    definitions = [
+        str(row[0])
+        for name in indexes
+        for row in conn.execute("SELECT coalesce(sql, tbl_name) FROM main.sqlite_master WHERE name = ?", (name,))
+    ]
+    reversed_scans = conn.execute("PRAGMA reverse_unordered_selects").fetchone()
+    if reversed_scans and reversed_scans[0]:
+        definitions.append("reverse_unordered_selects")
+    return "\n".join([*lines, *definitions])
+
+
 def _items(sql: str) -> list[tuple[tuple[Token, ...], str | None]]:
     """A SELECT's items: each one's expression tokens and alias (`e AS x`, `e x`)."""
     tokens = tokenize(sql)
