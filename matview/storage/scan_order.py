@@ -16,6 +16,7 @@ follow the rowid) — but not without GROUP BY, where SQLite seeks the extreme i
 
 from __future__ import annotations
 
+import functools
 import re
 
 import apsw
@@ -224,7 +225,7 @@ def _reads_backwards(conn: apsw.Connection, table: TableInfo, sql: str) -> bool:
         )
     }
     try:
-        select, _tokens = one_statement(sql)
+        select = _first_statement(sql)
         program = [row[1:5] for row in conn.cursor().execute(f"EXPLAIN {select}", can_cache=False)]
     except (Error, apsw.Error):
         return False
@@ -244,12 +245,18 @@ def query_plan(conn: apsw.Connection, sql: str) -> list[str]:
     or hostile file may hold several statements there, and apsw would run every one after the
     first — so only one statement is ever explained); [] when it does not prepare."""
     try:
-        select, _tokens = one_statement(sql)
+        select = _first_statement(sql)
         # prepared anew: a cached EXPLAIN reads no table, so SQLite never finds it stale after
         # another connection's CREATE INDEX, and would answer with the plan it first made
         return [str(row[3]) for row in conn.cursor().execute(f"EXPLAIN QUERY PLAN {select}", can_cache=False)]
     except (Error, apsw.Error):
         return []
+
+
+@functools.lru_cache(maxsize=256)
+def _first_statement(sql: str) -> str:
+    """`one_statement`'s SELECT of `sql` (asked at every fold of a view with subquery values)."""
+    return one_statement(sql)[0]
 
 
 def plan_fingerprint(conn: apsw.Connection, select: str) -> str:
