@@ -18,8 +18,9 @@ Q(old) is zero on every other root). The fold therefore
    (`substituted`), and keeps the value with them.
 
 Invariant: the kept rows of every root were computed under the value kept. CREATE and REFRESH
-(`populate_roots`) and every fold keep it; where no value is kept (state from before), every
-root is reached once.
+(`populate_roots`) and every fold keep it; where no value is kept (a damaged entry), or one kept
+under another plan differs from the value now, every root is reached once; a value that raises
+leaves every root computed with the subqueries as written (`bind_values`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def value_reaches(plan: Plan) -> tuple[tuple[int, ValueReach], ...]:
 
 def parameter(k: int, which: str) -> str:
     """The name of a bound parameter of value k: `new`, `old`, `moved` (1 where it may have
-    moved) or `every` (1 where no value was kept: every root is reached)."""
+    moved) or `every` (1 where no value was kept, or one kept under another plan differs from
+    the value now: every root is reached)."""
     return f"__dbsp_value{k}_{which}"
 
 
