@@ -119,7 +119,7 @@ def _describe(conn: apsw.Connection, registry: Registry, view: View, nodes: list
         # (`operators.scalar_values`: the roots whose conjunct a new value flips)
         probes += [
             f"reaches by value: {excerpt(scalar_values.conjunct_as_written(value, _source_names(plan.sources)), 80)}"
-            for _k, value in scalar_values.value_reaches(plan)
+            for _k, value in plan.value_reaches
         ]
         reads = list(dict.fromkeys(source_ids[plan.sources[n]] for n in sorted(in_subquery)))
         current.append(_add(nodes, prefix, "subquery", "subqueries", probes, reads))

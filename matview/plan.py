@@ -251,7 +251,7 @@ class Plan:
         """The plan format it is stored as: 4 where a subquery reaches rows by value (`ValueReach`),
         3 where it knows a table's rows by rowid (it lists a rowid guard index), else 2 (older
         matview reads it)."""
-        if any(reach.value is not None for reach in self.subquery_reach):
+        if self.value_reaches:
             return 4
         return 3 if any(name.startswith(ROWID_GUARD_PREFIX) for name in self.indexes) else 2
 

@@ -118,20 +118,21 @@ def test_an_index_on_the_subquery_table_then_a_write_of_the_outer_table(tmp_path
     assert_views_match(conn, live)
 
 
+#: a tied max(x) WHERE y = 1 that the plan decides: 5 through index uy, 5.0 through ux (ANALYZE's choice)
+TIED_BEHIND_TWO_INDEXES = [
+    "CREATE TABLE u(k INTEGER PRIMARY KEY, x, y)",
+    "CREATE INDEX uy ON u(y)",
+    "CREATE INDEX ux ON u(x)",
+    "CREATE TABLE t(id INTEGER PRIMARY KEY, b TEXT)",
+    "INSERT INTO u(x, y) VALUES (5, 1), (5.0, 1)",
+    "INSERT INTO u(x, y) WITH RECURSIVE s(v) AS (SELECT 1 UNION ALL SELECT v + 1 FROM s WHERE v < 200) "
+    "SELECT v % 5, 1 FROM s",
+    "INSERT INTO t(b) VALUES ('5'), ('5.0')",
+]
+
+
 def test_analyze_moves_a_tied_max_then_a_write_of_the_outer_table(tmp_path: Path) -> None:
-    rows = "WITH RECURSIVE s(v) AS (SELECT 1 UNION ALL SELECT v + 1 FROM s WHERE v < 200) SELECT v % 5, 1 FROM s"
-    conn = _connect(
-        tmp_path,
-        [
-            "CREATE TABLE u(k INTEGER PRIMARY KEY, x, y)",
-            "CREATE INDEX uy ON u(y)",
-            "CREATE INDEX ux ON u(x)",
-            "CREATE TABLE t(id INTEGER PRIMARY KEY, b TEXT)",
-            "INSERT INTO u(x, y) VALUES (5, 1), (5.0, 1)",
-            f"INSERT INTO u(x, y) {rows}",
-            "INSERT INTO t(b) VALUES ('5'), ('5.0')",
-        ],
-    )
+    conn = _connect(tmp_path, TIED_BEHIND_TWO_INDEXES)
     select = "SELECT id, b FROM t WHERE b = (SELECT max(x) FROM u WHERE y = 1)"  # (uy: 5; after ANALYZE, ux: 5.0)
     live = create_views_both_modes(conn, {"an": select})
     _by_value(conn, live)

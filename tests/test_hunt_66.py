@@ -85,6 +85,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from oracle import assert_views_match, bag, create_views_both_modes
 from stock import stock_sqlite3
+from test_hunt_64 import TIED_BEHIND_TWO_INDEXES
 
 import matview
 
@@ -305,18 +306,11 @@ def test_recompute_never_and_views_over_a_value_reached_view(tmp_path: Path) -> 
 
 @pytest.mark.fall_back_to_whole  # (as for users: a read repairs what the new plan moved)
 def test_stat1_rows_written_by_another_client_then_a_reopen(tmp_path: Path) -> None:
-    rows = "WITH RECURSIVE s(v) AS (SELECT 1 UNION ALL SELECT v + 1 FROM s WHERE v < 200) SELECT v % 5, 1 FROM s"
     path = tmp_path / "db.sqlite"
     conn = _connect(
         tmp_path,
         [
-            "CREATE TABLE u(k INTEGER PRIMARY KEY, x, y)",
-            "CREATE INDEX uy ON u(y)",
-            "CREATE INDEX ux ON u(x)",
-            "CREATE TABLE t(id INTEGER PRIMARY KEY, b TEXT)",
-            "INSERT INTO u(x, y) VALUES (5, 1), (5.0, 1)",
-            f"INSERT INTO u(x, y) {rows}",
-            "INSERT INTO t(b) VALUES ('5'), ('5.0')",
+            *TIED_BEHIND_TWO_INDEXES,
             "ANALYZE",
             "DELETE FROM sqlite_stat1",
         ],

@@ -169,7 +169,7 @@ def _root_queries(terms: DeltaTerms, changed: frozenset[str], applied: bool) -> 
     new = _sources(terms, applied)
     old = {f"source{i}": _state(terms, t, t not in changed, applied) for i, t in enumerate(plan.sources)}
     top = sum(1 for part in plan.from_template[1::2] if part.startswith("source"))
-    rows_everywhere = scalar_values.substituted(plan, render(plan.stage1, weight=f"{key}, 1", **new), new)
+    rows_everywhere = scalar_values.substituted(plan, every_root_rows(terms, applied), new)
     also = f"{plan.reach_filter} AND " if plan.reach_filter else ""
     # a subquery reached by value: the rows whose conjunct its new value flips — asked whatever
     # changed (a guard skips it where the value did not move): an index made since may move it

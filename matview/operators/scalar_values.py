@@ -8,8 +8,8 @@ flips: their rows are the only ones that differ between the two values (DBSP's �
 Q(old) is zero on every other root). The fold therefore
 
 1. computes the value now, with the user's own subquery (SQLite's SUM/AVG, its plan), once —
-   or takes the value kept, where none of its tables changed and its query plan and the schema
-   version are those it was computed under (`_plan`);
+   or takes the value kept, where none of its tables changed and its query plan is the one it
+   was computed under (`planned_as`);
 2. compares it, by type and value, with the value the kept rows were computed under
    (`VALUE_OP` in the state);
 3. if it moved, reaches the roots where `CASE WHEN <conjunct under old> …` differs from
@@ -38,11 +38,6 @@ from matview.storage.state import StateStore, identical
 VALUE_OP = 1_000_005  # the value each ValueReach's kept rows were computed under, by its position
 
 
-def value_reaches(plan: Plan) -> tuple[tuple[int, ValueReach], ...]:
-    """The plan's subqueries reached by value, with their position in `subquery_reach`."""
-    return plan.value_reaches
-
-
 def parameter(k: int, which: str) -> str:
     """The name of a bound parameter of value k: `new`, `old`, `moved` (1 where it may have
     moved) or `every` (1 where no value was kept, or one kept under another plan differs from
@@ -52,14 +47,14 @@ def parameter(k: int, which: str) -> str:
 
 def default_parameters(plan: Plan) -> dict[str, Any]:
     """The parameters every statement of a plan with values may name, unset (to prepare them)."""
-    return {parameter(k, w): None for k, _ in value_reaches(plan) for w in ("new", "old", "moved", "every")}
+    return {parameter(k, w): None for k, _ in plan.value_reaches for w in ("new", "old", "moved", "every")}
 
 
 def substituted(plan: Plan, sql: str, sources: dict[str, str]) -> str:
     """`sql` (rendered over `sources`) with each value's subquery replaced by its parameter in
     its conjunct (only there: the same subquery elsewhere, as a column, keeps its order-free
     twins)."""
-    for k, value in value_reaches(plan):
+    for k, value in plan.value_reaches:
         conjunct = render(value.conjunct, **sources)
         if conjunct not in sql:
             raise Error(f"matview: the conjunct of subquery value {k} is not in its view's SQL (a damaged plan)")
@@ -112,7 +107,7 @@ def bind_values(
         raise
     except Exception:  # (SQLite's, or any a user's function raises)
         if store.writable:
-            for k, _value in value_reaches(plan):
+            for k, _value in plan.value_reaches:
                 store.put(VALUE_OP, _key(k), None)
         return None
 
@@ -127,9 +122,9 @@ def _bind(
 ) -> dict[str, Any]:
     params: dict[str, Any] = {}
     puts: list[tuple[int, list[Any]]] = []
-    for k, value in value_reaches(plan):
+    for k, value in plan.value_reaches:
         kept = None if fresh else kept_value(store, k)
-        select = f"SELECT {render(value.evaluated, **sources)}"
+        select = _value_select(value, sources)
         planned = planned_as(conn, select)
         unchanged = not any(plan.sources[n] in changed for n in _occurrences(plan, k))
         reuse = kept is not None and unchanged and kept[1] == planned
@@ -161,11 +156,11 @@ def replanned_otherwise(conn: apsw.Connection, view: str, plan: Plan, sources: d
     dropped, ANALYZE) *and* gives another value: the view's rows are then not its SELECT's, with
     no change pending to fold (`Registry`, `rebuild.recompute_replanned` rebuild it)."""
     store = StateStore(conn, view, writable=False)
-    for k, value in value_reaches(plan):
+    for k, value in plan.value_reaches:
         kept = kept_value(store, k)
         if kept is None:
             continue  # (none kept: the next fold reaches every root)
-        select = f"SELECT {render(value.evaluated, **sources)}"
+        select = _value_select(value, sources)
         if kept[1] != planned_as(conn, select) and not identical(kept[0], _value(conn, select)):
             return True
     return False
@@ -181,6 +176,11 @@ def kept_value(store: StateStore, k: int) -> list[Any] | None:
     except Exception:  # (msgpack's errors, a TEXT or INTEGER where the blob was)
         return None
     return kept if isinstance(kept, list) and len(kept) == 2 and isinstance(kept[1], str) else None
+
+
+def _value_select(value: ValueReach, sources: dict[str, str]) -> str:
+    """The SELECT of the value as SQLite's own SELECT computes it."""
+    return f"SELECT {render(value.evaluated, **sources)}"
 
 
 def _value(conn: apsw.Connection, select: str) -> Any:

@@ -172,7 +172,7 @@ def _originals(subquery: str, originals: dict[str, str]) -> str:
     """The subquery calling SQLite's own functions where the front end made them order-free
     (`originals`: twin → SQLite's): the value is bound for every row at once, and is then the
     one SQLite's own SELECT gives — in its scan order, which the value kept is checked against
-    (`scalar_values._plan`)."""
+    (`scalar_values.planned_as`)."""
     edits = [t for t in tokenize(subquery) if t.text.lower() in originals]
     for token in reversed(edits):
         subquery = subquery[: token.start] + originals[token.text.lower()] + subquery[token.end :]
