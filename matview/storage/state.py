@@ -35,6 +35,12 @@ def sqlite_order(value: Any) -> tuple[int, Any]:
     return (3, bytes(value))
 
 
+#: one group's entries of the ordered state. SQLite (built with STAT4, as apsw's is) prepares a
+#: statement again at every binding when its ORDER BY meets ``column = ?``; ``= +?`` compares
+#: alike (a parameter has no affinity either way) and keeps the prepared plan: a MIN/MAX
+#: lookup cost ~7 µs and seven authorizer calls, now ~2 µs and none
+_GROUP = "operator_id = +? AND key = +?"
+
 UNKNOWN = -1  # persisted weight of an entry changed by `add`, which never reads it
 
 #: `storage_kind`'s codes of numbers (3 text, 4 blob): -0.0 is a REAL of its own (SQLite's
@@ -155,7 +161,7 @@ class StateStore:
         found: list[tuple[Any, int]] = []  # (ord, kind) of the best, and of the next after it
         order = "DESC" if descending else "ASC"
         for ord_, kind, weight in self.conn.execute(
-            f"SELECT ord, kind, weight FROM {self.ostate} WHERE operator_id = ? AND key = ? ORDER BY ord {order}",
+            f"SELECT ord, kind, weight FROM {self.ostate} WHERE {_GROUP} ORDER BY ord {order}",
             (op, key),
         ):
             entry = pending.get((kind, canonical(ord_)))
@@ -187,7 +193,7 @@ class StateStore:
         order = "DESC" if descending else "ASC"
         best: tuple[Any, int, Any] | None = None
         for ord_, kind, value, weight in self.conn.execute(
-            f"SELECT ord, kind, value, weight FROM {self.ostate} WHERE operator_id = ? AND key = ? "
+            f"SELECT ord, kind, value, weight FROM {self.ostate} WHERE {_GROUP} "
             f"ORDER BY ord {order}, kind {order}",
             (op, key),
         ):
@@ -208,7 +214,7 @@ class StateStore:
         pending = dict(self._ordered.get((op, key), {}))
         merged: list[tuple[Any, Any, int]] = []
         for ord_, kind, value, weight in self.conn.execute(
-            f"SELECT ord, kind, value, weight FROM {self.ostate} WHERE operator_id = ? AND key = ? ORDER BY ord",
+            f"SELECT ord, kind, value, weight FROM {self.ostate} WHERE {_GROUP} ORDER BY ord",
             (op, key),
         ):
             entry = pending.pop((kind, canonical(ord_)), None)
