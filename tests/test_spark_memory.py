@@ -29,8 +29,9 @@ HERE = Path(__file__).resolve().parent
 CHILD = HERE / "spark_memory_child.py"
 MIB = 2**20
 #: allocator and interpreter noise between two runs of the same work (bytes). Small enough to
-#: catch a page cache that fills with the rows: with the child's cache at the default 128 MiB
-#: (not yet full at 400k rows) the growth went 11 → 38 MiB and this test fails; here 4.4 → 4.9
+#: catch a page cache that fills with the rows: with the child's cache at 128 MiB (the default
+#: until session 34; not yet full at 400k rows) the growth went 11 → 38 MiB and this test
+#: fails; here 4.4 → 4.9
 SLACK = 8 * MIB
 
 
