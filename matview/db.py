@@ -9,6 +9,8 @@ from typing import Any
 import apsw
 import apsw.ext
 
+from matview.storage.ddl_guard import authorizing_instead
+
 #: the name of matview's savepoints: nested ones share it (ROLLBACK TO and RELEASE act on the
 #: innermost of a name), and one text lets apsw reuse its prepared statements — a fold takes one
 #: per view that writes as it computes, at every commit
@@ -75,15 +77,11 @@ def own_statements(conn: apsw.Connection) -> Iterator[None]:
     """matview's own statements, run while SQLite prepares or runs a user's statement under an
     authorizer (a view recomputed whole that reads a materialized view's virtual table,
     `sql.whole`): the authorizer judges what the user's statement reads, not these."""
-    previous = conn.authorizer
-    if previous is None:
+    if conn.authorizer is None:
         yield
         return
-    conn.authorizer = None
-    try:
+    with authorizing_instead(conn, None):
         yield
-    finally:
-        conn.authorizer = previous
 
 
 @contextmanager

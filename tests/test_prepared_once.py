@@ -18,6 +18,7 @@ import apsw
 import pytest
 
 import matview
+from matview.storage.ddl_guard import DdlGuard
 
 VIEWS = {
     "sums": "SELECT g, count(*), sum(x), avg(x) FROM t GROUP BY g",
@@ -71,3 +72,39 @@ def test_steady_writes_prepare_no_statement_on_state_again(tmp_path: Path, view:
         raw.authorizer = previous
     assert told == []
     assert sorted(conn.execute("SELECT * FROM v").fetchall()) == sorted(conn.execute(VIEWS[view]).fetchall())
+
+
+@pytest.mark.fall_back_to_whole
+def test_a_view_recomputed_whole_leaves_the_users_statements_prepared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fold of a view recomputed whole checks what its SELECT reads under an authorizer of
+    its own. It set it as the connection's authorizer, and SQLite expires every prepared
+    statement of a connection whose authorizer is set: the user's UPDATE (with its capture
+    triggers) was prepared again at every write. The guard now asks that authorizer instead."""
+    told: list[str] = []
+    call = DdlGuard.__call__
+
+    def counting(self: DdlGuard, action: int, name: str | None, *rest: str | None) -> int:
+        if action == apsw.SQLITE_UPDATE and name == "t":
+            told.append(name)
+        return call(self, action, name, *rest)
+
+    monkeypatch.setattr(DdlGuard, "__call__", counting)
+    conn = matview.connect(str(tmp_path / "t.db"))
+    conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, g INT, x INT)")
+    with conn:
+        conn.executemany("INSERT INTO t VALUES (?, ?, ?)", [(i, i % 7, i) for i in range(200)])
+    select = "SELECT id, sum(x) OVER (PARTITION BY g) FROM t"  # (a window: recomputed whole)
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {select}")
+
+    def write(k: int) -> None:
+        with conn:
+            conn.execute("UPDATE t SET x = ? WHERE id = ?", (k, k % 200))
+
+    write(0)
+    told.clear()
+    for k in range(1, 20):
+        write(k)
+    assert told == []
+    assert sorted(conn.execute("SELECT * FROM v").fetchall()) == sorted(conn.execute(select).fetchall())

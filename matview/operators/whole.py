@@ -27,6 +27,7 @@ from matview.keys import row_keys
 from matview.names import fold, quote
 from matview.operators import scalar_values
 from matview.plan import Plan
+from matview.storage.ddl_guard import authorizing_instead
 from matview.storage.readable import foreign_temp_objects
 from matview.storage.scan_order import plan_fingerprint
 from matview.storage.state import StateStore
@@ -76,16 +77,13 @@ def _counted_rows(conn: apsw.Connection, plan: Plan) -> Counter[bytes]:
     foreign = foreign_temp_objects(conn, plan.upstream_views)
     if foreign:
         raise apsw.SQLError(f"{_TEMP_MESSAGE} ({foreign[0]})")
-    previous = conn.authorizer
-    conn.authorizer = _only_reads(plan.upstream_views)
     try:
         # (checked while SQLite prepares it, not while it runs: a virtual table it reads runs
         # matview's own statements, which write TEMP scratch tables)
-        conn.execute(f"EXPLAIN {plan.whole}", can_cache=False).close()
+        with authorizing_instead(conn, _only_reads(plan.upstream_views)):
+            conn.execute(f"EXPLAIN {plan.whole}", can_cache=False).close()
     except apsw.AuthError as exc:
         raise apsw.SQLError(f"{_TEMP_MESSAGE} ({exc})") from None
-    finally:
-        conn.authorizer = previous
     return Counter(row_keys(conn.execute(plan.whole, can_cache=False)))
 
 

@@ -34,6 +34,7 @@ from matview.sql.inline import plain_view_sql
 from matview.sql.sqltext import SET_OPERATIONS, depth_walk, matching_paren, set_operators, tokenize
 from matview.sql.validate import one_statement, probe_columns, refuse_nondeterministic
 from matview.storage.catalog import ViewEntry, load_views
+from matview.storage.ddl_guard import authorizing_instead
 from matview.storage.readable import foreign_temp_objects
 from matview.storage.schema import ROWID_NAMES, TableInfo, affinity, read_table, table_kind
 from matview.upstream import find_entry
@@ -318,14 +319,11 @@ def _read_objects(
             other.append(str(apsw.mapping_authorizer_function.get(action, action)))
         return apsw.SQLITE_OK
 
-    previous = conn.authorizer
-    conn.authorizer = authorize
     try:
-        program = conn.execute(f"EXPLAIN {select}", can_cache=False).fetchall()  # (a cached one skips the authorizer)
+        with authorizing_instead(conn, authorize):  # (a cached statement skips the authorizer)
+            program = conn.execute(f"EXPLAIN {select}", can_cache=False).fetchall()
     except apsw.SQLError as exc:
         raise Error(f"invalid view definition: {exc}") from None
-    finally:
-        conn.authorizer = previous
     # (the authorizer is not told of every table: one read only for a USING/NATURAL join column
     # SQLite compares itself goes unreported — the program opens it, or an index of it, all the same)
     for database, name in _opened_tables(conn, program):

@@ -53,10 +53,13 @@ class DdlGuard:
         self.own = 0  # depth of `own_ddl`
         self.altered: str | None = None  # (folded) the table `allowing_alter` lets ALTER
         self.refused: str | None = None
+        self.instead: Authorizer | None = None  # asked alone while set (`authorizing_instead`)
 
     def __call__(
         self, action: int, arg1: str | None, arg2: str | None, database: str | None, trigger_or_view: str | None
     ) -> int:
+        if self.instead is not None:
+            return self.instead(action, arg1, arg2, database, trigger_or_view)
         if action in _DROPS:
             where, name = database, arg1
         elif action == apsw.SQLITE_ALTER_TABLE:
@@ -144,6 +147,35 @@ def allowing_alter(conn: apsw.Connection, table: str) -> Iterator[None]:
     finally:
         for guard, altered in zip(guards, saved):
             guard.altered = altered
+
+
+def _allow(action: int, *_names: str | None) -> int:
+    return apsw.SQLITE_OK
+
+
+@contextmanager
+def authorizing_instead(conn: apsw.Connection, authorizer: Authorizer | None) -> Iterator[None]:
+    """Let `authorizer` alone authorize the statements prepared in the block (None: allow
+    everything): matview's checks of what a SELECT reads, and its own statements run inside a
+    user's (`db.own_statements`). Through the guard when the connection has one: SQLite expires
+    every prepared statement of a connection whose authorizer is set, so setting it around each
+    check had every statement of the connection prepared again after it — at every write of a
+    view recomputed whole, and after every read of a view through its virtual table: the user's
+    own statements with their capture triggers too."""
+    guard = conn.authorizer
+    if isinstance(guard, DdlGuard):
+        saved = guard.instead
+        guard.instead = authorizer or _allow
+        try:
+            yield
+        finally:
+            guard.instead = saved
+        return
+    conn.authorizer = authorizer
+    try:
+        yield
+    finally:
+        conn.authorizer = guard
 
 
 def forget_refusals(conn: apsw.Connection) -> None:

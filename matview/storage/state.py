@@ -193,8 +193,7 @@ class StateStore:
         order = "DESC" if descending else "ASC"
         best: tuple[Any, int, Any] | None = None
         for ord_, kind, value, weight in self.conn.execute(
-            f"SELECT ord, kind, value, weight FROM {self.ostate} WHERE {_GROUP} "
-            f"ORDER BY ord {order}, kind {order}",
+            f"SELECT ord, kind, value, weight FROM {self.ostate} WHERE {_GROUP} ORDER BY ord {order}, kind {order}",
             (op, key),
         ):
             entry = pending.get((kind, canonical(ord_)))
