@@ -86,7 +86,8 @@ class Connection(ViewStatements, FoldSchedule):
     # -- statements -------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
         """Run SQL (apsw style: returns an iterable cursor of row tuples)."""
-        self._guard.refused = None  # (a refusal of a statement run past `execute` is not this one's)
+        # (a refusal of a statement run past `execute`, by any guard on the connection, is not this one's)
+        ddl_guard.forget_refusals(self.apsw)
         try:
             result = self._execute(sql, params)
         except apsw.AuthError as exc:
@@ -214,7 +215,7 @@ class Connection(ViewStatements, FoldSchedule):
         return result
 
     def executemany(self, sql: str, sequence: Iterable[Sequence[Any]]) -> Any:
-        self._guard.refused = None
+        ddl_guard.forget_refusals(self.apsw)
         try:
             return self._executemany(sql, sequence)
         except apsw.AuthError as exc:

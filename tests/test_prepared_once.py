@@ -102,9 +102,10 @@ def test_a_view_recomputed_whole_leaves_the_users_statements_prepared(
         with conn:
             conn.execute("UPDATE t SET x = ? WHERE id = ?", (k, k % 200))
 
-    write(0)
+    for k in range(3):  # (the first folds check once what the SELECT reads: see `_check_only_reads`)
+        write(k)
     told.clear()
-    for k in range(1, 20):
+    for k in range(3, 20):
         write(k)
     assert told == []
     assert sorted(conn.execute("SELECT * FROM v").fetchall()) == sorted(conn.execute(select).fetchall())

@@ -16,12 +16,14 @@ recomputes it (`replanned_otherwise`), as a view that follows a scan order does
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
 
 import apsw
 
 from matview import names
+from matview.db import scalar
 from matview.errors import Error
 from matview.keys import row_keys
 from matview.names import fold, quote
@@ -77,14 +79,33 @@ def _counted_rows(conn: apsw.Connection, plan: Plan) -> Counter[bytes]:
     foreign = foreign_temp_objects(conn, plan.upstream_views)
     if foreign:
         raise apsw.SQLError(f"{_TEMP_MESSAGE} ({foreign[0]})")
+    _check_only_reads(conn, plan)
+    return Counter(row_keys(conn.execute(plan.whole, can_cache=False)))
+
+
+#: per connection, the SELECTs `_check_only_reads` found reading only, with main's and temp's
+#: schema versions then (what SQLite's verdict depends on)
+_READING_ONLY: weakref.WeakKeyDictionary[apsw.Connection, set[tuple[str, int, int]]] = weakref.WeakKeyDictionary()
+
+
+def _check_only_reads(conn: apsw.Connection, plan: Plan) -> None:
+    """Whether SQLite, preparing the view's SELECT, does no more than read (`_only_reads`):
+    asked while it prepares, not while it runs (a virtual table it reads runs matview's own
+    statements, which write TEMP scratch tables); asked again only when main's or temp's schema
+    changed. (Each check sets the connection's authorizer at its end, which has SQLite prepare
+    every statement of the connection again: `ddl_guard.authorizing_instead`.)"""
+    key = (plan.whole, int(scalar(conn, "PRAGMA main.schema_version")), int(scalar(conn, "PRAGMA temp.schema_version")))
+    checked = _READING_ONLY.setdefault(conn, set())
+    if key in checked:
+        return
     try:
-        # (checked while SQLite prepares it, not while it runs: a virtual table it reads runs
-        # matview's own statements, which write TEMP scratch tables)
         with authorizing_instead(conn, _only_reads(plan.upstream_views)):
             conn.execute(f"EXPLAIN {plan.whole}", can_cache=False).close()
     except apsw.AuthError as exc:
         raise apsw.SQLError(f"{_TEMP_MESSAGE} ({exc})") from None
-    return Counter(row_keys(conn.execute(plan.whole, can_cache=False)))
+    if len(checked) > 256:  # (schema versions only grow: older keys are never asked again)
+        checked.clear()
+    checked.add(key)
 
 
 def whole_delta(conn: apsw.Connection, view: str, plan: Plan) -> ZSet[bytes]:

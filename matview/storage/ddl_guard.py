@@ -157,19 +157,33 @@ def _allow(action: int, *_names: str | None) -> int:
 def authorizing_instead(conn: apsw.Connection, authorizer: Authorizer | None) -> Iterator[None]:
     """Let `authorizer` alone authorize the statements prepared in the block (None: allow
     everything): matview's checks of what a SELECT reads, and its own statements run inside a
-    user's (`db.own_statements`). Through the guard when the connection has one: SQLite expires
-    every prepared statement of a connection whose authorizer is set, so setting it around each
-    check had every statement of the connection prepared again after it — at every write of a
-    view recomputed whole, and after every read of a view through its virtual table: the user's
-    own statements with their capture triggers too."""
+    user's (`db.own_statements`).
+
+    Through the guard when the connection has one, and the connection's authorizer is set again
+    at the end only when a statement was prepared in the block. Setting it makes SQLite expire
+    every prepared statement of the connection: done around each check, it had the user's own
+    statements with their capture triggers prepared again after every fold of a view recomputed
+    whole, and after every read of a view through its virtual table. It is still needed once
+    something was prepared here: apsw may have cached that statement, and SQLite would run it
+    again unasked (a user function's SQL, a DROP the guard refuses)."""
     guard = conn.authorizer
     if isinstance(guard, DdlGuard):
+        inner = authorizer or _allow
+        asked = False
+
+        def noting(action: int, arg1: str | None, arg2: str | None, database: str | None, via: str | None) -> int:
+            nonlocal asked
+            asked = True
+            return inner(action, arg1, arg2, database, via)
+
         saved = guard.instead
-        guard.instead = authorizer or _allow
+        guard.instead = noting
         try:
             yield
         finally:
             guard.instead = saved
+            if asked:
+                conn.authorizer = guard  # (expires what the block prepared: see above)
         return
     conn.authorizer = authorizer
     try:
