@@ -30,6 +30,7 @@ class Progress:
 
 
 ProgressCallback = Callable[[Progress], object]
+_HANDLER_ID = "matview.progress"
 
 
 @contextmanager
@@ -46,10 +47,11 @@ def reporting(conn: apsw.Connection, what: str, callback: ProgressCallback | Non
             callback(Progress(what, calls * EVERY, time.monotonic() - start))
         return False  # go on; an exception raised here (KeyboardInterrupt too) interrupts
 
-    conn.set_progress_handler(handler, EVERY)
+    # (under an id of matview's own: an application's progress handler stays, and is not removed)
+    conn.set_progress_handler(handler, EVERY, id=_HANDLER_ID)
     try:
         yield
         if callback is not None:
             callback(Progress(what, calls * EVERY, time.monotonic() - start))
     finally:
-        conn.set_progress_handler(None)
+        conn.set_progress_handler(None, id=_HANDLER_ID)
