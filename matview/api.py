@@ -87,7 +87,7 @@ class Connection(ViewStatements, FoldSchedule):
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
         """Run SQL (apsw style: returns an iterable cursor of row tuples)."""
         # (a refusal of a statement run past `execute`, by any guard on the connection, is not this one's)
-        ddl_guard.forget_refusals(self.apsw)
+        self._guard.refusals.last = None
         try:
             result = self._execute(sql, params)
         except apsw.AuthError as exc:
@@ -215,7 +215,7 @@ class Connection(ViewStatements, FoldSchedule):
         return result
 
     def executemany(self, sql: str, sequence: Iterable[Sequence[Any]]) -> Any:
-        ddl_guard.forget_refusals(self.apsw)
+        self._guard.refusals.last = None
         try:
             return self._executemany(sql, sequence)
         except apsw.AuthError as exc:

@@ -40,6 +40,15 @@ Refusal = Callable[[int, str], "str | None"]
 Authorizer = Callable[[int, "str | None", "str | None", "str | None", "str | None"], int]
 
 
+class _Refusals:
+    """The reason of the last refusal of a chain of guards (`DdlGuard.refusals`)."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+
+
 class DdlGuard:
     """The authorizer (see the module's docstring). `refused` keeps the reason of the last
     refusal, for the error the API raises in place of SQLite's "not authorized" (`take_refusal`)."""
@@ -52,7 +61,9 @@ class DdlGuard:
         self._conn = conn  # (its file names: no SQL runs in an authorizer, sqlite3_db_filename is no SQL)
         self.own = 0  # depth of `own_ddl`
         self.altered: str | None = None  # (folded) the table `allowing_alter` lets ALTER
-        self.refused: str | None = None
+        # the last refusal of this guard or of the guards chained with it: one slot they share,
+        # so that a statement of any Connection of the chain forgets them all with one store
+        self.refusals: _Refusals = then.refusals if isinstance(then, DdlGuard) else _Refusals()
         self.instead: Authorizer | None = None  # asked alone while set (`authorizing_instead`)
 
     def __call__(
@@ -68,7 +79,7 @@ class DdlGuard:
             where, name = None, None
         reason = None if name is None or self.own or not self._in_main(where) else self._refusal_of(action, name)
         if reason is not None:
-            self.refused = reason
+            self.refusals.last = reason
             return apsw.SQLITE_DENY
         return apsw.SQLITE_OK if self._then is None else self._then(action, arg1, arg2, database, trigger_or_view)
 
@@ -192,13 +203,10 @@ def authorizing_instead(conn: apsw.Connection, authorizer: Authorizer | None) ->
         conn.authorizer = guard
 
 
-def forget_refusals(conn: apsw.Connection) -> None:
-    for guard in _guards(conn):
-        guard.refused = None
-
-
 def take_refusal(conn: apsw.Connection) -> str | None:
     """The reason of the guards' last refusal, once (None: SQLite's AuthError is another's)."""
-    reasons = [guard.refused for guard in _guards(conn) if guard.refused is not None]
-    forget_refusals(conn)
+    guards = _guards(conn)
+    reasons = [g.refusals.last for g in guards if g.refusals.last is not None]
+    for guard in guards:
+        guard.refusals.last = None
     return reasons[0] if reasons else None
