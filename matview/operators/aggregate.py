@@ -123,6 +123,10 @@ class Aggregate:
                 bare_columns.update(store, key, row, weight, rowid)
         return self.emit(touched, store)
 
+    def read_groups(self, store: StateStore, keys: list[bytes]) -> None:
+        """Read the states of many groups at once (`load` of each is then free)."""
+        store.read_many(GROUPS_OP, keys)
+
     def load(self, store: StateStore, key: bytes, values: Sequence[Any]) -> list[Any]:
         group = store.get(GROUPS_OP, key)
         return group if group is not None else self.fresh_group(values)

@@ -118,6 +118,10 @@ def sql_step(
         return _apply_partials(aggregate, rows, store, partials, layout, multisets)
 
 
+#: from how many touched groups their states are read in few queries (`StateStore.read_many`)
+_READ_MANY_FROM = 16
+
+
 def _multisets(aggregate: Aggregate) -> list[tuple[AggSpec, int]]:
     """(MIN/MAX, operator id) of each ordered multiset the aggregate keeps."""
     pairs = zip(aggregate.plan.aggs, aggregate.accumulators, strict=True)
@@ -139,9 +143,11 @@ def _apply_partials(
     if not plan.has_group_by:
         touched[aggregate.empty_key] = aggregate.load(store, aggregate.empty_key, ())
     reals: dict[int, Any] = {}  # per sum with non-integer arguments: how many rows have one
-    for row in partials:
+    keys = [group_key(row[:k], plan.group_collations) if k else aggregate.empty_key for row in partials]
+    if len(keys) > _READ_MANY_FROM:
+        aggregate.read_groups(store, keys)
+    for row, key in zip(partials, keys, strict=True):
         values = row[:k]
-        key = group_key(values, plan.group_collations) if k else aggregate.empty_key
         group = touched.get(key)
         if group is None:
             group = touched[key] = aggregate.load(store, key, values)

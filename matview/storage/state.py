@@ -12,8 +12,9 @@ so reads never write and both paths compute identical results.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apsw
@@ -40,6 +41,9 @@ def sqlite_order(value: Any) -> tuple[int, Any]:
 #: alike (a parameter has no affinity either way) and keeps the prepared plan: a MIN/MAX
 #: lookup cost ~7 µs and seven authorizer calls, now ~2 µs and none
 _GROUP = "operator_id = +? AND key = +?"
+
+#: keys per query of `StateStore.read_many`
+_READ_MANY = 500
 
 UNKNOWN = -1  # persisted weight of an entry changed by `add`, which never reads it
 
@@ -109,6 +113,23 @@ class StateStore:
             ).fetchone()
             self._values[slot] = None if row is None else unpack(row[0])
         return self._values[slot]
+
+    def read_many(self, op: int, keys: Iterable[bytes]) -> None:
+        """Read the persisted entries of `keys` in few queries, so that `get` of each is free (a
+        set-at-a-time fold touches hundreds of groups: one query each cost ~8 µs)."""
+        if op in self._read_whole:
+            return
+        wanted = [key for key in dict.fromkeys(keys) if (op, key) not in self._values]
+        for start in range(0, len(wanted), _READ_MANY):
+            chunk = wanted[start : start + _READ_MANY]
+            for slot in chunk:
+                self._values[(op, slot)] = None  # (no entry, unless the query finds one)
+            for key, value in self.conn.execute(
+                f"SELECT key, value FROM {self.state} WHERE operator_id = ? "
+                "AND key IN (SELECT unhex(value) FROM json_each(?))",
+                (op, json.dumps([key.hex() for key in chunk])),
+            ):
+                self._values[(op, bytes(key))] = unpack(value)
 
     def keys(self, op: int) -> set[bytes]:
         """Every key operator `op` has an entry for (persisted, or set since); the persisted
