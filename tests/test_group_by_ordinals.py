@@ -36,3 +36,15 @@ def test_ordinals_as_sqlite_reads_them(tmp_path):
 @pytest.mark.parametrize("select", ["SELECT cat, count(*) FROM t GROUP BY 1 COLLATE NOCASE"])
 def test_a_collated_ordinal_is_refused(tmp_path, select):
     assert_refused(tmp_path, SETUP, select, match="by number under another collation")
+
+
+def test_a_group_term_containing_another_is_matched_whole(tmp_path):
+    """`(c0 % c1)` in the select list is the GROUP BY term `c0 % c1`, though `c0` is a term too
+    (the long differential profile found it refused: `c0` was replaced first, leaving `c1` bare)."""
+    setup = ["CREATE TABLE t (c0 INTEGER, c1 INTEGER)", "INSERT INTO t VALUES (0, NULL), (1, NULL), (0, 3), (5, 2)"]
+    views = {
+        "nested": "SELECT count(*), (c0 % c1) || ':' || count(*) FROM t GROUP BY c0, c0 % c1",
+        "reversed": "SELECT c1 * c0 + 1, count(*) FROM t GROUP BY c1, c1 * c0",
+    }
+    steps = [["INSERT INTO t VALUES (5, 3), (5, 2)"], ["UPDATE t SET c1 = c1 + 1", "DELETE FROM t WHERE c0 = 1"]]
+    run_scenario(tmp_path, setup, views, steps)

@@ -306,9 +306,12 @@ class SelectList(AggregateCalls):
         """Replace GROUP BY terms inside `text` by their per-group column `"__g{j}"`.
         A textual match is used only when it is a subtree of the expression: replacing it
         must leave sqlglot's parse of the rest unchanged (`x % 7` is not a subtree of
-        `2 * x % 7`)."""
-        for j, term in enumerate(self.group_terms):
-            wanted = self.normalized(term)
+        `2 * x % 7`). Longer terms first: with `GROUP BY c0, c0 % c1`, `(c0 % c1)` is the second
+        term, not the first with a bare `c1` beside it."""
+        wanted_terms = sorted(
+            ((j, self.normalized(term)) for j, term in enumerate(self.group_terms)), key=lambda jt: -len(jt[1])
+        )
+        for j, wanted in wanted_terms:
             toks = tokenize(text)
             for first in range(len(toks)):
                 for last in range(first + 1, len(toks) + 1):
