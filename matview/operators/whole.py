@@ -89,7 +89,7 @@ _READING_ONLY: weakref.WeakKeyDictionary[apsw.Connection, set[tuple[str, int, in
 
 
 def _check_only_reads(conn: apsw.Connection, plan: Plan) -> None:
-    """Whether SQLite, preparing the view's SELECT, does no more than read (`_only_reads`):
+    """Raise unless SQLite, preparing the view's SELECT, does no more than read (`_only_reads`):
     asked while it prepares, not while it runs (a virtual table it reads runs matview's own
     statements, which write TEMP scratch tables); asked again only when main's or temp's schema
     changed. (Each check sets the connection's authorizer at its end, which has SQLite prepare

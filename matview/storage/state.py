@@ -116,7 +116,7 @@ class StateStore:
 
     def read_many(self, op: int, keys: Iterable[bytes]) -> None:
         """Read the persisted entries of `keys` in few queries, so that `get` of each is free (a
-        set-at-a-time fold touches hundreds of groups: one query each cost ~8 µs)."""
+        set-at-a-time fold touches hundreds of groups: one query each cost ~3 µs, 500 in one ~1.5)."""
         if op in self._read_whole:
             return
         wanted = [key for key in dict.fromkeys(keys) if (op, key) not in self._values]
