@@ -204,9 +204,10 @@ def authorizing_instead(conn: apsw.Connection, authorizer: Authorizer | None) ->
 
 
 def take_refusal(conn: apsw.Connection) -> str | None:
-    """The reason of the guards' last refusal, once (None: SQLite's AuthError is another's)."""
-    guards = _guards(conn)
-    reasons = [g.refusals.last for g in guards if g.refusals.last is not None]
-    for guard in guards:
-        guard.refusals.last = None
-    return reasons[0] if reasons else None
+    """The reason of the guards' last refusal, once (None: SQLite's AuthError is another's).
+    (The guards of a chain share one slot: the top guard's is theirs.)"""
+    guard = conn.authorizer
+    if not isinstance(guard, DdlGuard):
+        return None
+    reason, guard.refusals.last = guard.refusals.last, None
+    return reason

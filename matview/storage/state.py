@@ -122,8 +122,8 @@ class StateStore:
         wanted = [key for key in dict.fromkeys(keys) if (op, key) not in self._values]
         for start in range(0, len(wanted), _READ_MANY):
             chunk = wanted[start : start + _READ_MANY]
-            for slot in chunk:
-                self._values[(op, slot)] = None  # (no entry, unless the query finds one)
+            for key in chunk:
+                self._values[(op, key)] = None  # (no entry, unless the query finds one)
             for key, value in self.conn.execute(
                 f"SELECT key, value FROM {self.state} WHERE operator_id = ? "
                 "AND key IN (SELECT unhex(value) FROM json_each(?))",
